@@ -1,0 +1,88 @@
+// The whole contract between Kiln and a backend, kept as narrow as IREE's HAL: list devices,
+// allocate buffers, compile a Kernel for a device, create a queue per lane, enqueue kernels,
+// copies and library calls, and wait. Host backends (reference, cpu) run enqueued work inline and
+// return no event; device backends (OpenCL, Vulkan) return an Event that completes later.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/kernel_ir.h"
+#include "graph/buffer.h"
+#include "graph/device.h"
+
+namespace kiln {
+
+struct DeviceInfo {
+  Device device;
+  std::string description;  // "PoCL 3.1 pthread-skylake", "LLVM 15 ORC JIT, 2 threads"
+  bool available = false;
+  std::string reason;  // why not available
+};
+
+// Completion of enqueued device work. Callbacks may run on a driver thread; they must be cheap
+// and must not block.
+class Event {
+ public:
+  virtual ~Event() = default;
+  // Calls f exactly once when the work completes (immediately if it already has), with the
+  // error that stopped it or nullptr.
+  virtual void on_complete(std::function<void(std::exception_ptr)> f) = 0;
+  virtual void wait() = 0;  // blocks; rethrows the work's error
+};
+using EventPtr = std::shared_ptr<Event>;
+
+// A Kernel compiled for one device; opaque to everyone but its backend.
+class CompiledKernel {
+ public:
+  virtual ~CompiledKernel() = default;
+};
+
+struct KernelArgs {
+  std::vector<Buffer*> buffers;  // in Kernel::buffers order
+  std::vector<int64_t> params;   // runtime Dims
+};
+
+// C[i] = A[i] @ B[i] for each batch i, row-major contiguous m x k and k x n operands placed at
+// the given element offsets (batch broadcasting is resolved into the offsets).
+struct MatmulArgs {
+  Dtype dtype;
+  int64_t m = 0, n = 0, k = 0;
+  std::vector<int64_t> a_offsets, b_offsets, c_offsets;
+  Buffer* a = nullptr;
+  Buffer* b = nullptr;
+  Buffer* c = nullptr;
+};
+
+// One ordered lane of work on one device.
+class Queue {
+ public:
+  virtual ~Queue() = default;
+  // Each returns nullptr when the work already completed (host backends) or an Event.
+  // Errors of inline work are thrown; errors of device work arrive through the Event.
+  virtual EventPtr enqueue_kernel(const CompiledKernel& k, const KernelArgs& args) = 0;
+  virtual EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) = 0;
+  virtual EventPtr enqueue_matmul(const MatmulArgs& args) = 0;
+  virtual void finish() = 0;  // waits for all enqueued work
+  // True when enqueue_* complete the work before returning (host backends).
+  virtual bool runs_inline() const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual std::vector<DeviceInfo> devices() = 0;
+  // True when kernels can read and write host memory (a HostBuffer) directly, so plans need no
+  // copy for host-resident inputs.
+  virtual bool uses_host_memory() const = 0;
+  virtual std::shared_ptr<Buffer> allocate(int device, size_t bytes) = 0;
+  // Compiles (or finds in the backend's cache, keyed by Kernel::hash()) a kernel.
+  virtual std::shared_ptr<const CompiledKernel> compile(int device, const Kernel& k) = 0;
+  virtual std::unique_ptr<Queue> create_queue(int device) = 0;
+};
+
+}  // namespace kiln

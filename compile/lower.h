@@ -1,0 +1,29 @@
+// Lowering: an array graph to a Plan. Eager evaluation lowers with one kernel per primitive;
+// compile lowers the traced graph the same way after its passes and fusion. There is one path
+// from a graph to running code.
+#pragma once
+
+#include <vector>
+
+#include "graph/array.h"
+#include "scheduler/plan.h"
+
+namespace kiln {
+
+struct LowerOptions {
+  // Eager: every node's stream is concrete (Explicit lanes). Traced: Default-origin nodes get
+  // lanes resolved at call time, so device-dependent copies are decided by the executor.
+  bool eager = true;
+};
+
+struct LoweredGraph {
+  Plan plan;
+  std::vector<Array> inputs;  // bound to plan.inputs in order (evaluated arrays/placeholders)
+};
+
+// Lowers the graph computing `outputs`; nodes in `stop` (and, when eager, every evaluated node)
+// become plan inputs.
+LoweredGraph lower(const std::vector<Array>& outputs, const std::vector<Array>& stop,
+                   const LowerOptions& options);
+
+}  // namespace kiln

@@ -1,0 +1,180 @@
+#include "graph/device.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "graph/error.h"
+#include "graph/trace_state.h"
+
+namespace kiln {
+
+std::string Device::str() const {
+  return backend + ":" + std::to_string(index);
+}
+std::ostream& operator<<(std::ostream& os, const Device& d) {
+  return os << d.str();
+}
+std::string Stream::str() const {
+  return "stream " + std::to_string(index) + " on " + device.str();
+}
+std::ostream& operator<<(std::ostream& os, const Stream& s) {
+  return os << s.str();
+}
+
+namespace {
+
+std::atomic<DeviceChecker> g_checker{nullptr};
+std::atomic<StreamSynchronizer> g_synchronizer{nullptr};
+
+struct Defaults {
+  std::mutex mu;
+  std::optional<Device> device;
+  std::map<Device, int> stream_counts;
+};
+Defaults& defaults() {
+  static Defaults d;
+  return d;
+}
+
+// One entry per live StreamScope/PlacementScope on this thread, innermost last.
+struct ScopeEntry {
+  Stream stream;
+  bool placement;
+};
+thread_local std::vector<ScopeEntry> t_scopes;
+
+Device parse_device(const std::string& spec) {
+  Device d;
+  auto colon = spec.find(':');
+  d.backend = spec.substr(0, colon);
+  if (d.backend.empty())
+    throw_error("device: '", spec, "' has no backend name (expected e.g. \"cpu\" or \"opencl:0\")");
+  if (colon != std::string::npos) {
+    std::string idx = spec.substr(colon + 1);
+    char* end = nullptr;
+    long v = idx.empty() ? -1 : std::strtol(idx.c_str(), &end, 10);
+    if (idx.empty() || *end != '\0' || v < 0 || v > 1 << 20)
+      throw_error("device: '", spec, "' has a bad index '", idx,
+                  "' (expected a non-negative integer, e.g. \"opencl:0\")");
+    d.index = static_cast<int>(v);
+  }
+  return d;
+}
+
+}  // namespace
+
+void set_device_checker(DeviceChecker f) {
+  g_checker.store(f);
+}
+void set_stream_synchronizer(StreamSynchronizer f) {
+  g_synchronizer.store(f);
+}
+
+void check_device(const Device& d) {
+  if (auto f = g_checker.load()) f(d);
+}
+
+Device device(const std::string& spec) {
+  Device d = parse_device(spec);
+  check_device(d);
+  return d;
+}
+
+Device default_device() {
+  auto& s = defaults();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.device) {
+    const char* env = std::getenv("KILN_DEVICE");
+    if (env && *env) {
+      try {
+        s.device = device(env);
+      } catch (const Error& e) {
+        throw_error("KILN_DEVICE='", env, "' is not a usable device: ", e.what());
+      }
+    } else {
+      // Kiln's default is the LLVM-JIT cpu backend; a build without it uses the interpreter.
+      try {
+        s.device = device("cpu");
+      } catch (const Error&) {
+        s.device = Device{"reference", 0};
+      }
+    }
+  }
+  return *s.device;
+}
+
+void set_default_device(const Device& d) {
+  check_device(d);
+  auto& s = defaults();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.device = d;
+}
+
+Stream default_stream(const Device& d) {
+  check_device(d);
+  return Stream{0, d};
+}
+
+Stream new_stream(const Device& d) {
+  check_device(d);
+  auto& s = defaults();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return Stream{++s.stream_counts[d], d};
+}
+
+void synchronize(const Stream& s) {
+  if (auto f = g_synchronizer.load()) f(s);
+}
+void synchronize() {
+  synchronize(default_stream(default_device()));
+}
+
+Stream current_stream() {
+  if (!t_scopes.empty()) return t_scopes.back().stream;
+  return Stream{0, default_device()};
+}
+
+std::optional<Device> current_placement() {
+  for (auto it = t_scopes.rbegin(); it != t_scopes.rend(); ++it)
+    if (it->placement) return it->stream.device;
+  return std::nullopt;
+}
+
+ResolvedStream resolve_stream(const StreamOrDevice& s) {
+  if (auto* st = std::get_if<Stream>(&s)) {
+    check_device(st->device);
+    return {*st, StreamOrigin::Explicit};
+  }
+  if (auto* d = std::get_if<Device>(&s)) return {default_stream(*d), StreamOrigin::Explicit};
+  if (t_scopes.empty()) return {Stream{0, default_device()}, StreamOrigin::Default};
+  // Scopes opened outside the function being traced are the caller's: the compiled function
+  // must resolve them again at each call, so they count as Default.
+  const ScopeEntry& e = t_scopes.back();
+  if (static_cast<int>(t_scopes.size()) <= trace_scope_base())
+    return {e.stream, StreamOrigin::Default};
+  return {e.stream, e.placement ? StreamOrigin::Placement : StreamOrigin::Explicit};
+}
+
+int scope_depth() {
+  return static_cast<int>(t_scopes.size());
+}
+
+StreamScope::StreamScope(const Stream& s) {
+  check_device(s.device);
+  t_scopes.push_back({s, false});
+}
+StreamScope::~StreamScope() {
+  t_scopes.pop_back();
+}
+
+PlacementScope::PlacementScope(const Device& d) {
+  t_scopes.push_back({default_stream(d), true});
+}
+PlacementScope::~PlacementScope() {
+  t_scopes.pop_back();
+}
+
+}  // namespace kiln

@@ -1,0 +1,675 @@
+#include "graph/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+namespace kiln {
+
+namespace {
+
+Array make(Shape shape, Dtype dtype, Op op, Params p, std::vector<Array> inputs,
+           const StreamOrDevice& s) {
+  return Array(std::move(shape), dtype, op, std::move(p), std::move(inputs), resolve_stream(s));
+}
+
+Array cast_if(const Array& a, Dtype d, const StreamOrDevice& s) {
+  return a.dtype() == d ? a : astype(a, d, s);
+}
+
+std::string dtypes_str(const Array& a, const Array& b) {
+  return a.dtype().name() + " and " + b.dtype().name();
+}
+
+Array unary(UnaryOp op, const Array& a, Dtype compute, const StreamOrDevice& s) {
+  Params p;
+  p.unary = op;
+  Array x = cast_if(a, compute, s);
+  return make(x.shape(), compute, Op::Unary, p, {x}, s);
+}
+
+Array float_unary(UnaryOp op, const Array& a, const StreamOrDevice& s) {
+  return unary(op, a, float_result_type(a.dtype()), s);
+}
+
+// Binary ops broadcast implicitly: the node keeps its inputs' shapes and the kernel builder
+// reads them through broadcast index maps, so eager code never materialises a broadcast.
+Array binary(BinaryOp op, const Array& a, const Array& b, const StreamOrDevice& s) {
+  const char* name = op_name(op);
+  Shape out = broadcast_shapes(a.shape(), b.shape(), name);
+  Dtype compute = promote_types(a.dtype(), b.dtype());
+  Dtype result = compute;
+  if (is_logical(op)) {
+    compute = result = bool_;
+  } else if (is_comparison(op)) {
+    result = bool_;
+  } else if (op == BinaryOp::Divide) {
+    compute = result = float_result_type(compute);
+  } else if (compute.is_bool() && op != BinaryOp::Maximum && op != BinaryOp::Minimum &&
+             op != BinaryOp::Multiply) {
+    throw_error(name, ": not defined for bool operands (", dtypes_str(a, b),
+                "); cast with astype(x, int32) first");
+  }
+  Params p;
+  p.binary = op;
+  return make(out, result, Op::Binary, p, {cast_if(a, compute, s), cast_if(b, compute, s)}, s);
+}
+
+std::vector<int> all_axes(int ndim) {
+  std::vector<int> v(ndim);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+Shape reduced_shape(const Shape& in, const std::vector<int>& axes, bool keepdims) {
+  Shape out;
+  for (int i = 0; i < static_cast<int>(in.size()); ++i) {
+    bool r = std::find(axes.begin(), axes.end(), i) != axes.end();
+    if (!r)
+      out.push_back(in[i]);
+    else if (keepdims)
+      out.push_back(1);
+  }
+  return out;
+}
+
+Array reduce(ReduceOp op, const Array& a, std::vector<int> axes, bool keepdims,
+             const StreamOrDevice& s) {
+  const char* name = op_name(op);
+  axes = normalize_axes(axes, a.ndim(), name);
+  if ((op == ReduceOp::Max || op == ReduceOp::Min || op == ReduceOp::Argmax)) {
+    for (int ax : axes)
+      if (a.shape()[ax] == 0)
+        throw_error(name, ": cannot reduce over axis ", ax, " of extent 0 in shape ", a.shape(),
+                    " (", name, " of an empty set has no identity)");
+  }
+  Dtype out = a.dtype();
+  Array x = a;
+  if (op == ReduceOp::Argmax) {
+    out = int64;
+  } else if ((op == ReduceOp::Sum || op == ReduceOp::Prod) && a.dtype().is_bool()) {
+    out = int32;
+    x = astype(a, int32, s);
+  }
+  Params p;
+  p.reduce = op;
+  p.axes = axes;
+  p.keepdims = keepdims;
+  return make(reduced_shape(a.shape(), axes, keepdims), out, Op::Reduce, p, {x}, s);
+}
+
+Array reduce_all(ReduceOp op, const Array& a, bool keepdims, const StreamOrDevice& s) {
+  return reduce(op, a, all_axes(a.ndim()), keepdims, s);
+}
+
+Array reduce_axis(ReduceOp op, const Array& a, int axis, bool keepdims, const StreamOrDevice& s) {
+  return reduce(op, a, {normalize_axis(axis, a.ndim(), op_name(op))}, keepdims, s);
+}
+
+}  // namespace
+
+// ---- creation ----
+
+Array array_from_bytes(const void* data, size_t nbytes, Shape shape, Dtype dtype,
+                       StreamOrDevice s) {
+  check_shape(shape, "array");
+  size_t expect = static_cast<size_t>(shape_size(shape)) * dtype.size();
+  if (nbytes != expect)
+    throw_error("array: ", nbytes, " bytes given for shape ", shape, " of ", dtype, " (needs ",
+                expect, ")");
+  ResolvedStream rs = resolve_stream(s);
+  auto buf = std::make_shared<HostBuffer>(nbytes, rs.stream.device);
+  if (nbytes) buf->write(data, 0, nbytes);
+  return Array(std::move(shape), dtype, std::move(buf), rs);
+}
+
+template <typename T, typename>
+Array array(T value, StreamOrDevice s) {
+  return array(std::vector<T>{value}, Shape{}, std::move(s));
+}
+
+template <typename T>
+Array array(const std::vector<T>& values, Shape shape, StreamOrDevice s) {
+  return array(values, std::move(shape), dtype_of<T>(), std::move(s));
+}
+
+template <typename T>
+Array array(const std::vector<T>& values, Shape shape, Dtype dtype, StreamOrDevice s) {
+  check_shape(shape, "array");
+  if (static_cast<int64_t>(values.size()) != shape_size(shape))
+    throw_error("array: ", values.size(), " values given for shape ", shape, ", which holds ",
+                shape_size(shape));
+  std::vector<unsigned char> raw(values.size() * dtype.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    Scalar v = Scalar::of(values[i]).cast(dtype);
+    unsigned char* dst = raw.data() + i * dtype.size();
+    switch (dtype.kind) {
+      case Dtype::Kind::Bool:
+        *reinterpret_cast<bool*>(dst) = v.i != 0;
+        break;
+      case Dtype::Kind::Int32:
+        *reinterpret_cast<int32_t*>(dst) = static_cast<int32_t>(v.i);
+        break;
+      case Dtype::Kind::Int64:
+        *reinterpret_cast<int64_t*>(dst) = v.i;
+        break;
+      case Dtype::Kind::Float32:
+        *reinterpret_cast<float*>(dst) = static_cast<float>(v.f);
+        break;
+      case Dtype::Kind::Float64:
+        *reinterpret_cast<double*>(dst) = v.f;
+        break;
+    }
+  }
+  return array_from_bytes(raw.data(), raw.size(), std::move(shape), dtype, std::move(s));
+}
+
+#define KILN_INSTANTIATE_ARRAY(T)                                        \
+  template Array array<T, void>(T, StreamOrDevice);                      \
+  template Array array<T>(const std::vector<T>&, Shape, StreamOrDevice); \
+  template Array array<T>(const std::vector<T>&, Shape, Dtype, StreamOrDevice);
+KILN_INSTANTIATE_ARRAY(bool)
+KILN_INSTANTIATE_ARRAY(int32_t)
+KILN_INSTANTIATE_ARRAY(int64_t)
+KILN_INSTANTIATE_ARRAY(float)
+KILN_INSTANTIATE_ARRAY(double)
+#undef KILN_INSTANTIATE_ARRAY
+
+Array full(Shape shape, Scalar value, StreamOrDevice s) {
+  check_shape(shape, "full");
+  Params p;
+  p.value = value;
+  return make(std::move(shape), value.dtype, Op::Full, p, {}, s);
+}
+
+Array full(Shape shape, double value, Dtype dtype, StreamOrDevice s) {
+  return full(std::move(shape), Scalar::of(value).cast(dtype), std::move(s));
+}
+
+Array zeros(Shape shape, Dtype dtype, StreamOrDevice s) {
+  return full(std::move(shape), 0.0, dtype, std::move(s));
+}
+Array ones(Shape shape, Dtype dtype, StreamOrDevice s) {
+  return full(std::move(shape), 1.0, dtype, std::move(s));
+}
+Array zeros_like(const Array& a, StreamOrDevice s) {
+  return zeros(a.shape(), a.dtype(), s);
+}
+Array ones_like(const Array& a, StreamOrDevice s) {
+  return ones(a.shape(), a.dtype(), s);
+}
+
+Array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice s) {
+  if (step == 0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(stop))
+    throw_error("arange: start ", start, ", stop ", stop, ", step ", step,
+                " must be finite with a non-zero step");
+  if (dtype.is_bool()) throw_error("arange: dtype bool is not valid (use an int or float dtype)");
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((stop - start) / step)));
+  Params p;
+  p.value = Scalar::of(start).cast(dtype);
+  p.step_value = Scalar::of(step).cast(dtype);
+  if (!dtype.is_float() && (p.value.as_double() != start || p.step_value.as_double() != step))
+    throw_error("arange: start ", start, " and step ", step, " are not exact in ", dtype);
+  return make({n}, dtype, Op::Arange, p, {}, s);
+}
+
+Array arange(int64_t stop, Dtype dtype, StreamOrDevice s) {
+  return arange(0.0, static_cast<double>(stop), 1.0, dtype, std::move(s));
+}
+
+// ---- element-wise ----
+
+Array negative(const Array& a, StreamOrDevice s) {
+  if (a.dtype().is_bool())
+    throw_error("negative: not defined for bool (use logical_not for bool arrays)");
+  return unary(UnaryOp::Negative, a, a.dtype(), s);
+}
+Array abs(const Array& a, StreamOrDevice s) {
+  if (a.dtype().is_bool()) return a;
+  return unary(UnaryOp::Abs, a, a.dtype(), s);
+}
+Array exp(const Array& a, StreamOrDevice s) {
+  return float_unary(UnaryOp::Exp, a, s);
+}
+Array log(const Array& a, StreamOrDevice s) {
+  return float_unary(UnaryOp::Log, a, s);
+}
+Array sqrt(const Array& a, StreamOrDevice s) {
+  return float_unary(UnaryOp::Sqrt, a, s);
+}
+Array rsqrt(const Array& a, StreamOrDevice s) {
+  return float_unary(UnaryOp::Rsqrt, a, s);
+}
+Array sin(const Array& a, StreamOrDevice s) {
+  return float_unary(UnaryOp::Sin, a, s);
+}
+Array cos(const Array& a, StreamOrDevice s) {
+  return float_unary(UnaryOp::Cos, a, s);
+}
+Array tanh(const Array& a, StreamOrDevice s) {
+  return float_unary(UnaryOp::Tanh, a, s);
+}
+Array erf(const Array& a, StreamOrDevice s) {
+  return float_unary(UnaryOp::Erf, a, s);
+}
+Array sigmoid(const Array& a, StreamOrDevice s) {
+  return float_unary(UnaryOp::Sigmoid, a, s);
+}
+// floor and ceil of an integer are the integer itself; Kiln keeps its dtype.
+Array floor(const Array& a, StreamOrDevice s) {
+  return a.dtype().is_float() ? unary(UnaryOp::Floor, a, a.dtype(), s) : a;
+}
+Array ceil(const Array& a, StreamOrDevice s) {
+  return a.dtype().is_float() ? unary(UnaryOp::Ceil, a, a.dtype(), s) : a;
+}
+Array logical_not(const Array& a, StreamOrDevice s) {
+  return unary(UnaryOp::LogicalNot, a, bool_, s);
+}
+
+Array add(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::Add, a, b, s);
+}
+Array subtract(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::Subtract, a, b, s);
+}
+Array multiply(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::Multiply, a, b, s);
+}
+Array divide(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::Divide, a, b, s);
+}
+Array power(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::Power, a, b, s);
+}
+Array maximum(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::Maximum, a, b, s);
+}
+Array minimum(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::Minimum, a, b, s);
+}
+Array equal(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::Equal, a, b, s);
+}
+Array not_equal(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::NotEqual, a, b, s);
+}
+Array less(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::Less, a, b, s);
+}
+Array less_equal(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::LessEqual, a, b, s);
+}
+Array greater(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::Greater, a, b, s);
+}
+Array greater_equal(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::GreaterEqual, a, b, s);
+}
+Array logical_and(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::LogicalAnd, a, b, s);
+}
+Array logical_or(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::LogicalOr, a, b, s);
+}
+
+Array where(const Array& cond, const Array& x, const Array& y, StreamOrDevice s) {
+  Shape out =
+      broadcast_shapes(broadcast_shapes(cond.shape(), x.shape(), "where"), y.shape(), "where");
+  Dtype d = promote_types(x.dtype(), y.dtype());
+  return make(out, d, Op::Select, {}, {cast_if(cond, bool_, s), cast_if(x, d, s), cast_if(y, d, s)},
+              s);
+}
+
+Array astype(const Array& a, Dtype dtype, StreamOrDevice s) {
+  if (a.dtype() == dtype) return a;
+  return make(a.shape(), dtype, Op::Cast, {}, {a}, s);
+}
+
+// ---- reductions ----
+
+#define KILN_REDUCTION(NAME, OP)                                                              \
+  Array NAME(const Array& a, bool keepdims, StreamOrDevice s) {                               \
+    return reduce_all(OP, a, keepdims, s);                                                    \
+  }                                                                                           \
+  Array NAME(const Array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) { \
+    return reduce(OP, a, axes, keepdims, s);                                                  \
+  }                                                                                           \
+  Array NAME(const Array& a, int axis, bool keepdims, StreamOrDevice s) {                     \
+    return reduce_axis(OP, a, axis, keepdims, s);                                             \
+  }
+KILN_REDUCTION(sum, ReduceOp::Sum)
+KILN_REDUCTION(max, ReduceOp::Max)
+KILN_REDUCTION(min, ReduceOp::Min)
+KILN_REDUCTION(prod, ReduceOp::Prod)
+#undef KILN_REDUCTION
+
+Array mean(const Array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  std::vector<int> ax = normalize_axes(axes, a.ndim(), "mean");
+  int64_t n = 1;
+  for (int i : ax) n *= a.shape()[i];
+  Dtype d = float_result_type(a.dtype());
+  Array total = sum(astype(a, d, s), ax, keepdims, s);
+  // mean of an empty set is NaN, as in NumPy (0 * (1/0) would be too, but say it plainly).
+  double inv = n == 0 ? std::nan("") : 1.0 / static_cast<double>(n);
+  return multiply(total, full({}, inv, d, s), s);
+}
+Array mean(const Array& a, bool keepdims, StreamOrDevice s) {
+  return mean(a, all_axes(a.ndim()), keepdims, s);
+}
+Array mean(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return mean(a, std::vector<int>{normalize_axis(axis, a.ndim(), "mean")}, keepdims, s);
+}
+
+Array argmax(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return reduce_axis(ReduceOp::Argmax, a, axis, keepdims, s);
+}
+Array argmax(const Array& a, bool keepdims, StreamOrDevice s) {
+  Array flat = reshape(a, {a.size()}, s);
+  Array r = reduce_axis(ReduceOp::Argmax, flat, 0, false, s);
+  return keepdims ? reshape(r, Shape(a.ndim(), 1), s) : r;
+}
+
+// ---- shape ----
+
+Array reshape(const Array& a, Shape shape, StreamOrDevice s) {
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < static_cast<int>(shape.size()); ++i) {
+    if (shape[i] == -1) {
+      if (infer >= 0) throw_error("reshape: ", shape, " has more than one -1 (at most one)");
+      infer = i;
+    } else if (shape[i] < 0) {
+      throw_error("reshape: ", shape, " has a negative extent (only -1 may be inferred)");
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || a.size() % known != 0)
+      throw_error("reshape: cannot reshape array of shape ", a.shape(), " (", a.size(),
+                  " elements) into ", shape);
+    shape[infer] = a.size() / known;
+  }
+  if (shape_size(shape) != a.size())
+    throw_error("reshape: cannot reshape array of shape ", a.shape(), " (", a.size(),
+                " elements) into ", shape, " (", shape_size(shape), " elements)");
+  if (shape == a.shape()) return a;
+  return make(std::move(shape), a.dtype(), Op::Reshape, {}, {a}, s);
+}
+
+Array flatten(const Array& a, int start_axis, int end_axis, StreamOrDevice s) {
+  if (a.ndim() == 0) return reshape(a, {1}, s);
+  int b = normalize_axis(start_axis, a.ndim(), "flatten");
+  int e = normalize_axis(end_axis, a.ndim(), "flatten");
+  if (b > e)
+    throw_error("flatten: start_axis ", start_axis, " comes after end_axis ", end_axis,
+                " for rank ", a.ndim());
+  Shape out(a.shape().begin(), a.shape().begin() + b);
+  int64_t n = 1;
+  for (int i = b; i <= e; ++i) n *= a.shape()[i];
+  out.push_back(n);
+  out.insert(out.end(), a.shape().begin() + e + 1, a.shape().end());
+  return reshape(a, out, s);
+}
+
+Array squeeze(const Array& a, const std::vector<int>& axes, StreamOrDevice s) {
+  std::vector<int> ax;
+  for (int x : axes) ax.push_back(normalize_axis(x, a.ndim(), "squeeze"));
+  Shape out;
+  for (int i = 0; i < a.ndim(); ++i) {
+    bool drop = std::find(ax.begin(), ax.end(), i) != ax.end();
+    if (drop && a.shape()[i] != 1)
+      throw_error("squeeze: axis ", i, " of shape ", a.shape(), " has extent ", a.shape()[i],
+                  " (only extent-1 axes can be squeezed)");
+    if (!drop) out.push_back(a.shape()[i]);
+  }
+  return reshape(a, out, s);
+}
+
+Array squeeze(const Array& a, StreamOrDevice s) {
+  std::vector<int> ax;
+  for (int i = 0; i < a.ndim(); ++i)
+    if (a.shape()[i] == 1) ax.push_back(i);
+  return squeeze(a, ax, s);
+}
+
+Array expand_dims(const Array& a, const std::vector<int>& axes, StreamOrDevice s) {
+  int out_ndim = a.ndim() + static_cast<int>(axes.size());
+  std::vector<int> ax = normalize_axes(axes, out_ndim, "expand_dims");
+  if (axes.empty()) return a;
+  Shape out;
+  size_t k = 0;
+  for (int i = 0; i < out_ndim; ++i) {
+    if (std::find(ax.begin(), ax.end(), i) != ax.end())
+      out.push_back(1);
+    else
+      out.push_back(a.shape()[k++]);
+  }
+  return reshape(a, out, s);
+}
+
+Array expand_dims(const Array& a, int axis, StreamOrDevice s) {
+  return expand_dims(a, std::vector<int>{axis}, s);
+}
+
+Array transpose(const Array& a, const std::vector<int>& axes, StreamOrDevice s) {
+  if (static_cast<int>(axes.size()) != a.ndim())
+    throw_error("transpose: permutation of ", axes.size(), " axes given for an array of rank ",
+                a.ndim(), " (needs exactly ", a.ndim(), ")");
+  std::vector<int> perm;
+  for (int x : axes) perm.push_back(normalize_axis(x, a.ndim(), "transpose"));
+  std::vector<int> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    throw_error("transpose: axes repeat (needs a permutation of 0..", a.ndim() - 1, ")");
+  bool identity = true;
+  Shape out;
+  for (int i = 0; i < a.ndim(); ++i) {
+    out.push_back(a.shape()[perm[i]]);
+    identity = identity && perm[i] == i;
+  }
+  if (identity) return a;
+  Params p;
+  p.axes = perm;
+  return make(out, a.dtype(), Op::Transpose, p, {a}, s);
+}
+
+Array transpose(const Array& a, StreamOrDevice s) {
+  std::vector<int> perm(a.ndim());
+  for (int i = 0; i < a.ndim(); ++i) perm[i] = a.ndim() - 1 - i;
+  return transpose(a, perm, s);
+}
+
+Array broadcast_to(const Array& a, const Shape& shape, StreamOrDevice s) {
+  check_shape(shape, "broadcast_to");
+  Shape b = broadcast_shapes(a.shape(), shape, "broadcast_to");
+  if (b != shape)
+    throw_error("broadcast_to: array of shape ", a.shape(), " cannot be broadcast to ", shape);
+  if (shape == a.shape()) return a;
+  return make(shape, a.dtype(), Op::Broadcast, {}, {a}, s);
+}
+
+Array slice(const Array& a, std::vector<int64_t> start, std::vector<int64_t> stop,
+            std::vector<int64_t> step, StreamOrDevice s) {
+  int n = a.ndim();
+  if (static_cast<int>(start.size()) != n || static_cast<int>(stop.size()) != n ||
+      static_cast<int>(step.size()) != n)
+    throw_error("slice: start, stop and step need one entry per axis (", n, " for shape ",
+                a.shape(), "), got ", start.size(), ", ", stop.size(), ", ", step.size());
+  Shape out(n);
+  bool identity = true;
+  for (int i = 0; i < n; ++i) {
+    int64_t d = a.shape()[i];
+    if (step[i] == 0) throw_error("slice: step on axis ", i, " is 0 (must be non-zero)");
+    auto clamp = [&](int64_t v, bool is_start) {
+      if (v < 0) v += d;
+      if (step[i] > 0) return std::clamp<int64_t>(v, 0, d);
+      (void)is_start;
+      return std::clamp<int64_t>(v, -1, d - 1);
+    };
+    start[i] = clamp(start[i], true);
+    stop[i] = clamp(stop[i], false);
+    int64_t len = step[i] > 0 ? (stop[i] - start[i] + step[i] - 1) / step[i]
+                              : (start[i] - stop[i] - step[i] - 1) / (-step[i]);
+    out[i] = std::max<int64_t>(0, len);
+    identity = identity && start[i] == 0 && step[i] == 1 && out[i] == d;
+  }
+  if (identity) return a;
+  Params p;
+  p.start = std::move(start);
+  p.stop = std::move(stop);
+  p.step = std::move(step);
+  return make(out, a.dtype(), Op::Slice, p, {a}, s);
+}
+
+Array slice(const Array& a, std::vector<int64_t> start, std::vector<int64_t> stop,
+            StreamOrDevice s) {
+  return slice(a, std::move(start), std::move(stop), std::vector<int64_t>(a.ndim(), 1), s);
+}
+
+Array concatenate(const std::vector<Array>& arrays, int axis, StreamOrDevice s) {
+  if (arrays.empty()) throw_error("concatenate: needs at least one array");
+  const Array& first = arrays[0];
+  if (first.ndim() == 0) throw_error("concatenate: zero-dimensional arrays cannot be joined");
+  int ax = normalize_axis(axis, first.ndim(), "concatenate");
+  Dtype d = first.dtype();
+  Shape out = first.shape();
+  out[ax] = 0;
+  for (const Array& x : arrays) {
+    if (x.ndim() != first.ndim())
+      throw_error("concatenate: arrays of shapes ", first.shape(), " and ", x.shape(),
+                  " have different ranks");
+    for (int i = 0; i < first.ndim(); ++i)
+      if (i != ax && x.shape()[i] != first.shape()[i])
+        throw_error("concatenate: shapes ", first.shape(), " and ", x.shape(), " differ on axis ",
+                    i, " (all axes but ", ax, " must match)");
+    out[ax] += x.shape()[ax];
+    d = promote_types(d, x.dtype());
+  }
+  if (arrays.size() == 1) return first;
+  std::vector<Array> in;
+  for (const Array& x : arrays) in.push_back(cast_if(x, d, s));
+  Params p;
+  p.axes = {ax};
+  return make(out, d, Op::Concatenate, p, in, s);
+}
+
+// ---- linear algebra ----
+
+Array matmul(const Array& a, const Array& b, StreamOrDevice s) {
+  if (a.ndim() == 0 || b.ndim() == 0)
+    throw_error("matmul: operands must have at least one dimension, got shapes ", a.shape(),
+                " and ", b.shape(), " (use multiply for scalars)");
+  if (a.dtype().is_bool() || b.dtype().is_bool())
+    throw_error("matmul: bool operands (", dtypes_str(a, b), ") are not supported");
+  // NumPy: a 1-D left operand is a row vector, a 1-D right operand a column vector; the added
+  // axes are removed from the result.
+  Array x = a.ndim() == 1 ? reshape(a, {1, a.shape()[0]}, s) : a;
+  Array y = b.ndim() == 1 ? reshape(b, {b.shape()[0], 1}, s) : b;
+  int64_t k1 = x.shape().back(), k2 = y.shape()[y.ndim() - 2];
+  if (k1 != k2)
+    throw_error("matmul: shapes ", a.shape(), " and ", b.shape(),
+                " are not aligned: the last axis of the first (", k1,
+                ") must equal the second-to-last axis of the second (", k2, ")");
+  Shape bx(x.shape().begin(), x.shape().end() - 2), by(y.shape().begin(), y.shape().end() - 2);
+  Shape batch = broadcast_shapes(bx, by, "matmul");
+  Dtype d = promote_types(a.dtype(), b.dtype());
+  Shape out = batch;
+  out.push_back(x.shape()[x.ndim() - 2]);
+  out.push_back(y.shape().back());
+  Array r = make(out, d, Op::Matmul, {}, {cast_if(x, d, s), cast_if(y, d, s)}, s);
+  if (a.ndim() == 1 || b.ndim() == 1) {
+    Shape fin = batch;
+    if (a.ndim() != 1) fin.push_back(x.shape()[x.ndim() - 2]);
+    if (b.ndim() != 1) fin.push_back(y.shape().back());
+    r = reshape(r, fin, s);
+  }
+  return r;
+}
+
+// ---- composites ----
+
+Array softmax(const Array& a, const std::vector<int>& axes, StreamOrDevice s) {
+  Array x = a.dtype().is_float() ? a : astype(a, float_result_type(a.dtype()), s);
+  Array m = max(x, axes, true, s);
+  Array e = exp(subtract(x, m, s), s);
+  return divide(e, sum(e, axes, true, s), s);
+}
+Array softmax(const Array& a, int axis, StreamOrDevice s) {
+  return softmax(a, std::vector<int>{normalize_axis(axis, a.ndim(), "softmax")}, s);
+}
+
+Array logsumexp(const Array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  Array x = a.dtype().is_float() ? a : astype(a, float_result_type(a.dtype()), s);
+  std::vector<int> ax = normalize_axes(axes, x.ndim(), "logsumexp");
+  Array m = max(x, ax, true, s);
+  // A row of -inf would give inf - inf = nan; shift by 0 there instead, as NumPy-based libraries
+  // do.
+  Array safe_m =
+      where(equal(abs(m, s), full({}, INFINITY, x.dtype(), s), s), zeros({}, x.dtype(), s), m, s);
+  Array r = add(log(sum(exp(subtract(x, safe_m, s), s), ax, true, s), s), safe_m, s);
+  return keepdims ? r : squeeze(r, ax, s);
+}
+Array logsumexp(const Array& a, bool keepdims, StreamOrDevice s) {
+  return logsumexp(a, all_axes(a.ndim()), keepdims, s);
+}
+Array logsumexp(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return logsumexp(a, std::vector<int>{normalize_axis(axis, a.ndim(), "logsumexp")}, keepdims, s);
+}
+
+// ---- operators ----
+
+Array weak_scalar(double v, bool is_float, const Array& like) {
+  Dtype d = like.dtype();
+  if (is_float && !d.is_float())
+    d = float32;
+  else if (!is_float && d.is_bool())
+    d = int32;
+  return full({}, v, d);
+}
+
+Array operator-(const Array& a) {
+  return negative(a);
+}
+Array operator!(const Array& a) {
+  return logical_not(a);
+}
+Array operator+(const Array& a, const Array& b) {
+  return add(a, b);
+}
+Array operator-(const Array& a, const Array& b) {
+  return subtract(a, b);
+}
+Array operator*(const Array& a, const Array& b) {
+  return multiply(a, b);
+}
+Array operator/(const Array& a, const Array& b) {
+  return divide(a, b);
+}
+Array operator<(const Array& a, const Array& b) {
+  return less(a, b);
+}
+Array operator<=(const Array& a, const Array& b) {
+  return less_equal(a, b);
+}
+Array operator>(const Array& a, const Array& b) {
+  return greater(a, b);
+}
+Array operator>=(const Array& a, const Array& b) {
+  return greater_equal(a, b);
+}
+Array operator==(const Array& a, const Array& b) {
+  return equal(a, b);
+}
+Array operator!=(const Array& a, const Array& b) {
+  return not_equal(a, b);
+}
+Array operator&&(const Array& a, const Array& b) {
+  return logical_and(a, b);
+}
+Array operator||(const Array& a, const Array& b) {
+  return logical_or(a, b);
+}
+
+}  // namespace kiln

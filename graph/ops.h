@@ -1,0 +1,169 @@
+// The user-facing ops. Each checks its arguments (raising kiln::Error that names the op, the
+// shapes/dtypes and what would be valid), infers shape and dtype with NumPy broadcasting and
+// promotion, and records a lazy node. The last argument is always the stream or device to run on.
+#pragma once
+
+#include <initializer_list>
+#include <type_traits>
+#include <vector>
+
+#include "graph/array.h"
+
+namespace kiln {
+
+// ---- creation ----
+template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+Array array(T value, StreamOrDevice s = {});
+template <typename T>
+Array array(const std::vector<T>& values, Shape shape, StreamOrDevice s = {});
+template <typename T>
+Array array(const std::vector<T>& values, Shape shape, Dtype dtype, StreamOrDevice s = {});
+template <typename T>
+Array array(std::initializer_list<T> values, Shape shape, StreamOrDevice s = {}) {
+  return array(std::vector<T>(values), std::move(shape), std::move(s));
+}
+// An evaluated array over raw row-major bytes (nbytes must be size * dtype.size()).
+Array array_from_bytes(const void* data, size_t nbytes, Shape shape, Dtype dtype,
+                       StreamOrDevice s = {});
+
+Array full(Shape shape, Scalar value, StreamOrDevice s = {});
+Array full(Shape shape, double value, Dtype dtype = float32, StreamOrDevice s = {});
+Array zeros(Shape shape, Dtype dtype = float32, StreamOrDevice s = {});
+Array ones(Shape shape, Dtype dtype = float32, StreamOrDevice s = {});
+Array zeros_like(const Array& a, StreamOrDevice s = {});
+Array ones_like(const Array& a, StreamOrDevice s = {});
+// [start, stop) in steps of `step`, as NumPy's arange.
+Array arange(double start, double stop, double step = 1, Dtype dtype = float32,
+             StreamOrDevice s = {});
+Array arange(int64_t stop, Dtype dtype = int64, StreamOrDevice s = {});
+
+// ---- element-wise ----
+Array negative(const Array& a, StreamOrDevice s = {});
+Array abs(const Array& a, StreamOrDevice s = {});
+Array exp(const Array& a, StreamOrDevice s = {});
+Array log(const Array& a, StreamOrDevice s = {});
+Array sqrt(const Array& a, StreamOrDevice s = {});
+Array rsqrt(const Array& a, StreamOrDevice s = {});
+Array sin(const Array& a, StreamOrDevice s = {});
+Array cos(const Array& a, StreamOrDevice s = {});
+Array tanh(const Array& a, StreamOrDevice s = {});
+Array erf(const Array& a, StreamOrDevice s = {});
+Array sigmoid(const Array& a, StreamOrDevice s = {});
+Array floor(const Array& a, StreamOrDevice s = {});
+Array ceil(const Array& a, StreamOrDevice s = {});
+Array logical_not(const Array& a, StreamOrDevice s = {});
+
+Array add(const Array& a, const Array& b, StreamOrDevice s = {});
+Array subtract(const Array& a, const Array& b, StreamOrDevice s = {});
+Array multiply(const Array& a, const Array& b, StreamOrDevice s = {});
+Array divide(const Array& a, const Array& b, StreamOrDevice s = {});
+Array power(const Array& a, const Array& b, StreamOrDevice s = {});
+Array maximum(const Array& a, const Array& b, StreamOrDevice s = {});
+Array minimum(const Array& a, const Array& b, StreamOrDevice s = {});
+Array equal(const Array& a, const Array& b, StreamOrDevice s = {});
+Array not_equal(const Array& a, const Array& b, StreamOrDevice s = {});
+Array less(const Array& a, const Array& b, StreamOrDevice s = {});
+Array less_equal(const Array& a, const Array& b, StreamOrDevice s = {});
+Array greater(const Array& a, const Array& b, StreamOrDevice s = {});
+Array greater_equal(const Array& a, const Array& b, StreamOrDevice s = {});
+Array logical_and(const Array& a, const Array& b, StreamOrDevice s = {});
+Array logical_or(const Array& a, const Array& b, StreamOrDevice s = {});
+Array where(const Array& cond, const Array& x, const Array& y, StreamOrDevice s = {});
+Array astype(const Array& a, Dtype dtype, StreamOrDevice s = {});
+
+// ---- reductions (no axes: all axes) ----
+Array sum(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array sum(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+          StreamOrDevice s = {});
+Array sum(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+Array max(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array max(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+          StreamOrDevice s = {});
+Array max(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+Array min(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array min(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+          StreamOrDevice s = {});
+Array min(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+Array prod(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array prod(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+           StreamOrDevice s = {});
+Array prod(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+Array mean(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array mean(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+           StreamOrDevice s = {});
+Array mean(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+// Index of the first maximum along `axis` (int64); without an axis, over the flattened array.
+Array argmax(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array argmax(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+
+// ---- shape ----
+Array reshape(const Array& a, Shape shape, StreamOrDevice s = {});  // one extent may be -1
+Array flatten(const Array& a, int start_axis = 0, int end_axis = -1, StreamOrDevice s = {});
+Array squeeze(const Array& a, StreamOrDevice s = {});
+Array squeeze(const Array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+Array expand_dims(const Array& a, int axis, StreamOrDevice s = {});
+Array expand_dims(const Array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+Array transpose(const Array& a, StreamOrDevice s = {});  // reverses the axes
+Array transpose(const Array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+Array broadcast_to(const Array& a, const Shape& shape, StreamOrDevice s = {});
+// NumPy basic slicing with explicit start/stop (and step) per axis; negative indices count from
+// the end and out-of-range bounds are clamped, as in NumPy.
+Array slice(const Array& a, std::vector<int64_t> start, std::vector<int64_t> stop,
+            StreamOrDevice s = {});
+Array slice(const Array& a, std::vector<int64_t> start, std::vector<int64_t> stop,
+            std::vector<int64_t> step, StreamOrDevice s = {});
+Array concatenate(const std::vector<Array>& arrays, int axis = 0, StreamOrDevice s = {});
+
+// ---- linear algebra ----
+Array matmul(const Array& a, const Array& b, StreamOrDevice s = {});
+
+// ---- composites ----
+Array softmax(const Array& a, int axis = -1, StreamOrDevice s = {});
+Array softmax(const Array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+Array logsumexp(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array logsumexp(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+                StreamOrDevice s = {});
+Array logsumexp(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+
+// ---- operators; a C++ scalar operand is "weak": it takes the array's dtype when the kinds
+// match (int with int, float with float), so x * 2.0 keeps float32 ----
+Array operator-(const Array& a);
+Array operator!(const Array& a);
+Array operator+(const Array& a, const Array& b);
+Array operator-(const Array& a, const Array& b);
+Array operator*(const Array& a, const Array& b);
+Array operator/(const Array& a, const Array& b);
+Array operator<(const Array& a, const Array& b);
+Array operator<=(const Array& a, const Array& b);
+Array operator>(const Array& a, const Array& b);
+Array operator>=(const Array& a, const Array& b);
+Array operator==(const Array& a, const Array& b);
+Array operator!=(const Array& a, const Array& b);
+Array operator&&(const Array& a, const Array& b);
+Array operator||(const Array& a, const Array& b);
+
+// A scalar as a 0-d array typed to combine with `like` without widening it.
+Array weak_scalar(double v, bool is_float, const Array& like);
+
+#define KILN_SCALAR_OPERATOR(OP)                                                     \
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>        \
+  Array operator OP(const Array& a, T v) {                                           \
+    return a OP weak_scalar(static_cast<double>(v), std::is_floating_point_v<T>, a); \
+  }                                                                                  \
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>        \
+  Array operator OP(T v, const Array& a) {                                           \
+    return weak_scalar(static_cast<double>(v), std::is_floating_point_v<T>, a) OP a; \
+  }
+KILN_SCALAR_OPERATOR(+)
+KILN_SCALAR_OPERATOR(-)
+KILN_SCALAR_OPERATOR(*)
+KILN_SCALAR_OPERATOR(/)
+KILN_SCALAR_OPERATOR(<)
+KILN_SCALAR_OPERATOR(<=)
+KILN_SCALAR_OPERATOR(>)
+KILN_SCALAR_OPERATOR(>=)
+KILN_SCALAR_OPERATOR(==)
+KILN_SCALAR_OPERATOR(!=)
+#undef KILN_SCALAR_OPERATOR
+
+}  // namespace kiln

@@ -1,0 +1,97 @@
+#include "graph/primitives.h"
+
+namespace kiln {
+
+bool Params::operator==(const Params& o) const {
+  return unary == o.unary && binary == o.binary && reduce == o.reduce && dist == o.dist &&
+         keepdims == o.keepdims && axes == o.axes && start == o.start && stop == o.stop &&
+         step == o.step && value == o.value && step_value == o.step_value && key == o.key;
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Constant:
+      return "constant";
+    case Op::Placeholder:
+      return "placeholder";
+    case Op::Full:
+      return "full";
+    case Op::Arange:
+      return "arange";
+    case Op::Random:
+      return "random";
+    case Op::Unary:
+      return "unary";
+    case Op::Binary:
+      return "binary";
+    case Op::Select:
+      return "where";
+    case Op::Cast:
+      return "astype";
+    case Op::Reduce:
+      return "reduce";
+    case Op::Reshape:
+      return "reshape";
+    case Op::Transpose:
+      return "transpose";
+    case Op::Broadcast:
+      return "broadcast_to";
+    case Op::Slice:
+      return "slice";
+    case Op::Concatenate:
+      return "concatenate";
+    case Op::Matmul:
+      return "matmul";
+  }
+  return "?";
+}
+
+const char* op_name(UnaryOp op) {
+  static const char* names[] = {"negative", "abs",   "exp",  "log",        "sqrt",
+                                "rsqrt",    "sin",   "cos",  "tanh",       "erf",
+                                "sigmoid",  "floor", "ceil", "logical_not"};
+  return names[static_cast<int>(op)];
+}
+
+const char* op_name(BinaryOp op) {
+  static const char* names[] = {"add",           "subtract",    "multiply",   "divide",
+                                "power",         "maximum",     "minimum",    "equal",
+                                "not_equal",     "less",        "less_equal", "greater",
+                                "greater_equal", "logical_and", "logical_or"};
+  return names[static_cast<int>(op)];
+}
+
+const char* op_name(ReduceOp op) {
+  static const char* names[] = {"sum", "max", "min", "prod", "argmax"};
+  return names[static_cast<int>(op)];
+}
+
+std::string primitive_name(Op op, const Params& p) {
+  switch (op) {
+    case Op::Unary:
+      return op_name(p.unary);
+    case Op::Binary:
+      return op_name(p.binary);
+    case Op::Reduce:
+      return op_name(p.reduce);
+    case Op::Random:
+      return p.dist == RandomDist::Uniform ? "uniform" : "normal";
+    default:
+      return op_name(op);
+  }
+}
+
+bool is_comparison(BinaryOp op) {
+  return op == BinaryOp::Equal || op == BinaryOp::NotEqual || op == BinaryOp::Less ||
+         op == BinaryOp::LessEqual || op == BinaryOp::Greater || op == BinaryOp::GreaterEqual;
+}
+
+bool is_logical(BinaryOp op) {
+  return op == BinaryOp::LogicalAnd || op == BinaryOp::LogicalOr;
+}
+
+bool is_elementwise(Op op) {
+  return op == Op::Unary || op == Op::Binary || op == Op::Select || op == Op::Cast;
+}
+
+}  // namespace kiln

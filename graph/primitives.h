@@ -1,0 +1,95 @@
+// The primitives an array graph is built from. ops.h is the user-facing layer (checking,
+// broadcasting, promotion); every op there becomes one of these nodes. Passes, fusion, lowering
+// and the AOT text form all work on this small closed set.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/scalar.h"
+
+namespace kiln {
+
+enum class UnaryOp : uint8_t {
+  Negative,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Sin,
+  Cos,
+  Tanh,
+  Erf,
+  Sigmoid,
+  Floor,
+  Ceil,
+  LogicalNot
+};
+enum class BinaryOp : uint8_t {
+  Add,
+  Subtract,
+  Multiply,
+  Divide,
+  Power,
+  Maximum,
+  Minimum,
+  Equal,
+  NotEqual,
+  Less,
+  LessEqual,
+  Greater,
+  GreaterEqual,
+  LogicalAnd,
+  LogicalOr
+};
+enum class ReduceOp : uint8_t { Sum, Max, Min, Prod, Argmax };
+enum class RandomDist : uint8_t { Uniform, Normal };
+
+enum class Op : uint8_t {
+  Constant,     // data supplied by the user; always evaluated
+  Placeholder,  // a traced input of a compiled function; never has data
+  Full,         // every element = params.value
+  Arange,       // element i = params.value + i * params.step (along the only axis)
+  Random,       // counter-based: uniform [0, 1) or standard normal, from params.key
+  Unary,        // params.unary on inputs[0] (inputs broadcast to the node's shape)
+  Binary,       // params.binary on inputs[0], inputs[1]
+  Select,       // inputs[0] ? inputs[1] : inputs[2]
+  Cast,         // inputs[0] converted to the node's dtype
+  Reduce,       // params.reduce over params.axes (sorted); params.keepdims
+  Reshape,      // same elements in row-major order, the node's shape
+  Transpose,    // params.axes is the permutation
+  Broadcast,    // inputs[0] broadcast to the node's shape
+  Slice,        // params.start/stop/step per axis
+  Concatenate,  // along params.axes[0]
+  Matmul,       // NumPy matmul semantics (batch broadcast, 1-D promotion)
+};
+
+struct Params {
+  UnaryOp unary = UnaryOp::Negative;
+  BinaryOp binary = BinaryOp::Add;
+  ReduceOp reduce = ReduceOp::Sum;
+  RandomDist dist = RandomDist::Uniform;
+  bool keepdims = false;
+  std::vector<int> axes;
+  std::vector<int64_t> start, stop, step;
+  Scalar value;       // Full, Arange start
+  Scalar step_value;  // Arange step
+  uint64_t key = 0;   // Random
+
+  bool operator==(const Params& o) const;
+};
+
+const char* op_name(Op op);
+const char* op_name(UnaryOp op);
+const char* op_name(BinaryOp op);
+const char* op_name(ReduceOp op);
+// Name of a node for profiles and text: "exp", "add", "sum", "reshape".
+std::string primitive_name(Op op, const Params& p);
+
+bool is_comparison(BinaryOp op);
+bool is_logical(BinaryOp op);
+bool is_elementwise(Op op);
+
+}  // namespace kiln

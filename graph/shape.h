@@ -1,0 +1,33 @@
+// Shapes, strides and NumPy broadcasting. Shape is a plain vector of extents; these helpers do
+// the checking and raise kiln::Error naming the op when shapes do not fit.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+using Shape = std::vector<int64_t>;
+
+int64_t shape_size(const Shape& s);
+std::string to_string(const Shape& s);  // "(2, 3)"
+std::ostream& operator<<(std::ostream& os, const Shape& s);
+
+// Row-major element strides of a contiguous array of this shape.
+std::vector<int64_t> contiguous_strides(const Shape& s);
+
+// NumPy broadcasting of two shapes; `op` names the caller in the error.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+// Maps a possibly negative axis into [0, ndim); raises naming `op` when out of range.
+int normalize_axis(int axis, int ndim, const char* op);
+
+// Normalizes, sorts and de-duplicates-checks a list of axes; empty `axes` means all axes.
+std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const char* op);
+
+// Raises when any extent is negative.
+void check_shape(const Shape& s, const char* op);
+
+}  // namespace kiln

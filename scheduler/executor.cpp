@@ -1,0 +1,310 @@
+#include "scheduler/executor.h"
+
+#include <oneapi/tbb/flow_graph.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "graph/error.h"
+#include "scheduler/lanes.h"
+#include "scheduler/profile.h"
+#include "scheduler/runtime.h"
+
+namespace kiln {
+
+namespace flow = oneapi::tbb::flow;
+
+// Everything one call needs; lives on the caller's stack for the duration of the call.
+struct CallState {
+  const Plan* plan = nullptr;
+  std::vector<Lane*> lanes;                         // per plan lane
+  std::vector<std::shared_ptr<Buffer>> buffers;     // per slot
+  std::vector<bool> aliased_copy;                   // per task: a copy that became an alias
+  std::vector<const CompiledKernel*> task_kernels;  // per task
+  std::vector<std::exception_ptr> errors;           // per task
+  std::atomic<bool> failed{false};
+  bool profiling = false;
+};
+
+namespace {
+
+bool dependency_failed(CallState& st, int t) {
+  if (!st.failed.load(std::memory_order_acquire)) return false;
+  for (int d : st.plan->tasks()[t].deps)
+    if (st.errors[d]) {
+      st.errors[t] = st.errors[d];
+      return true;
+    }
+  return false;
+}
+
+void record_error(CallState& st, int t, std::exception_ptr e) {
+  st.errors[t] = e;
+  st.failed.store(true, std::memory_order_release);
+}
+
+void record_profile(CallState& st, int t, int64_t start) {
+  const Task& task = st.plan->tasks()[t];
+  Lane* lane = st.lanes[task.lane];
+  ProfileScope::record(
+      TaskEvent{task.name, lane->stream.device, lane->stream, start, ProfileScope::now_ns(), 0});
+}
+
+// Starts task t. Returns an event for device work still in flight, or null when done.
+EventPtr start_task(CallState& st, int t) {
+  if (dependency_failed(st, t)) return nullptr;
+  const Task& task = st.plan->tasks()[t];
+  try {
+    switch (task.kind) {
+      case TaskKind::Host:
+        if (task.host) task.host();
+        return nullptr;
+      case TaskKind::Kernel: {
+        KernelArgs args;
+        args.buffers.reserve(task.slots.size());
+        for (int s : task.slots) args.buffers.push_back(st.buffers[s].get());
+        args.params = task.params;
+        return st.lanes[task.lane]->queue->enqueue_kernel(*st.task_kernels[t], args);
+      }
+      case TaskKind::Copy: {
+        if (st.aliased_copy[t]) return nullptr;
+        Buffer& src = *st.buffers[task.slots[0]];
+        Buffer& dst = *st.buffers[task.slots[1]];
+        return st.lanes[task.lane]->queue->enqueue_copy(src, dst, dst.bytes());
+      }
+      case TaskKind::Matmul: {
+        MatmulArgs args = task.matmul;
+        args.a = st.buffers[task.slots[0]].get();
+        args.b = st.buffers[task.slots[1]].get();
+        args.c = st.buffers[task.slots[2]].get();
+        return st.lanes[task.lane]->queue->enqueue_matmul(args);
+      }
+    }
+  } catch (...) {
+    record_error(st, t, std::current_exception());
+  }
+  return nullptr;
+}
+
+// Runs task t to completion on the calling thread (the direct path).
+void run_task_blocking(CallState& st, int t) {
+  int64_t t0 = st.profiling ? ProfileScope::now_ns() : 0;
+  EventPtr ev = start_task(st, t);
+  if (ev) {
+    try {
+      ev->wait();
+    } catch (...) {
+      record_error(st, t, std::current_exception());
+    }
+  }
+  if (st.profiling) record_profile(st, t, t0);
+}
+
+}  // namespace
+
+// One flow graph for one plan and one inline/async lane pattern. Re-run per call; one call at a
+// time (the pool hands out instances).
+struct GraphInstance {
+  flow::graph g;
+  std::vector<std::unique_ptr<flow::graph_node>> nodes;
+  std::vector<flow::receiver<flow::continue_msg>*> roots;
+  CallState* state = nullptr;
+
+  GraphInstance(const Plan& plan, const std::vector<bool>& inline_lanes) {
+    int n = static_cast<int>(plan.tasks().size());
+    std::vector<flow::receiver<flow::continue_msg>*> in(n);
+    std::vector<flow::sender<flow::continue_msg>*> out(n);
+    for (int t = 0; t < n; ++t) {
+      if (inline_lanes[plan.tasks()[t].lane]) {
+        auto node = std::make_unique<flow::continue_node<flow::continue_msg>>(
+            g, [this, t](const flow::continue_msg&) {
+              CallState& st = *state;
+              int64_t t0 = st.profiling ? ProfileScope::now_ns() : 0;
+              start_task(st, t);
+              if (st.profiling) record_profile(st, t, t0);
+            });
+        in[t] = node.get();
+        out[t] = node.get();
+        nodes.push_back(std::move(node));
+      } else {
+        using Async = flow::async_node<std::pair<EventPtr, int64_t>, flow::continue_msg>;
+        auto starter = std::make_unique<flow::continue_node<std::pair<EventPtr, int64_t>>>(
+            g, [this, t](const flow::continue_msg&) {
+              int64_t t0 = state->profiling ? ProfileScope::now_ns() : 0;
+              return std::make_pair(start_task(*state, t), t0);
+            });
+        auto waiter = std::make_unique<Async>(
+            g, flow::unlimited,
+            [this, t](const std::pair<EventPtr, int64_t>& ev, Async::gateway_type& gw) {
+              CallState* st = state;
+              if (!ev.first) {
+                if (st->profiling) record_profile(*st, t, ev.second);
+                gw.try_put(flow::continue_msg());
+                return;
+              }
+              gw.reserve_wait();
+              int64_t t0 = ev.second;
+              ev.first->on_complete([st, t, t0, &gw](std::exception_ptr e) {
+                if (e) record_error(*st, t, e);
+                if (st->profiling) record_profile(*st, t, t0);
+                gw.try_put(flow::continue_msg());
+                gw.release_wait();
+              });
+            });
+        flow::make_edge(*starter, *waiter);
+        in[t] = starter.get();
+        out[t] = waiter.get();
+        nodes.push_back(std::move(starter));
+        nodes.push_back(std::move(waiter));
+      }
+    }
+    for (int t = 0; t < n; ++t) {
+      for (int s : plan.successors()[t]) flow::make_edge(*out[t], *in[s]);
+      if (plan.tasks()[t].deps.empty()) roots.push_back(in[t]);
+    }
+  }
+
+  void run(CallState& st) {
+    state = &st;
+    for (auto* r : roots) r->try_put(flow::continue_msg());
+    g.wait_for_all();
+    state = nullptr;
+  }
+};
+
+PlanRuntime::PlanRuntime() = default;
+PlanRuntime::~PlanRuntime() = default;
+
+namespace {
+
+bool usable_on(Buffer& buf, const Lane& lane) {
+  return buf.device() == lane.stream.device ||
+         (buf.host_ptr() != nullptr && lane.backend->uses_host_memory());
+}
+
+// Compiled kernels of every kernel task for its lane's device, cached on the plan.
+void bind_kernels(const Plan& plan, CallState& st) {
+  PlanRuntime& rt = plan.runtime();
+  size_t n = plan.tasks().size();
+  st.task_kernels.assign(n, nullptr);
+  std::lock_guard<std::mutex> lock(rt.mu);
+  for (size_t t = 0; t < n; ++t) {
+    const Task& task = plan.tasks()[t];
+    if (task.kind != TaskKind::Kernel) continue;
+    Lane& lane = *st.lanes[task.lane];
+    auto& vec = rt.kernels[lane.stream.device];
+    if (vec.size() != n) vec.resize(n);
+    if (!vec[t]) vec[t] = lane.backend->compile(lane.stream.device.index, *task.kernel);
+    st.task_kernels[t] = vec[t].get();
+  }
+}
+
+void bind_buffers(const Plan& plan, CallState& st,
+                  const std::vector<std::shared_ptr<Buffer>>& inputs) {
+  const auto& slots = plan.slots();
+  st.buffers.assign(slots.size(), nullptr);
+  st.aliased_copy.assign(plan.tasks().size(), false);
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const Slot& s = slots[plan.inputs[i]];
+    if (!inputs[i] || inputs[i]->bytes() < s.bytes())
+      throw_error("plan input ", i, " needs ", s.bytes(), " bytes of ", s.dtype, ", got ",
+                  inputs[i] ? inputs[i]->bytes() : 0);
+    st.buffers[plan.inputs[i]] = inputs[i];
+  }
+  // In execution order, so a copy's source is bound before the copy decides to alias it.
+  for (int t : plan.order()) {
+    const Task& task = plan.tasks()[t];
+    Lane& lane = *st.lanes[task.lane];
+    if (task.kind == TaskKind::Copy) {
+      auto& src = st.buffers[task.slots[0]];
+      auto& dst = st.buffers[task.slots[1]];
+      if (!src) throw_error("plan: copy task ", t, " reads an unbound slot");
+      if (!dst && usable_on(*src, lane)) {
+        dst = src;
+        st.aliased_copy[t] = true;
+        continue;
+      }
+    }
+    for (int sl : task.slots) {
+      if (st.buffers[sl]) continue;
+      const Slot& s = slots[sl];
+      Lane& home = *st.lanes[s.lane];
+      st.buffers[sl] = home.backend->allocate(home.stream.device.index, s.bytes());
+    }
+  }
+}
+
+std::unique_ptr<GraphInstance> acquire_graph(const Plan& plan, const std::vector<bool>& key) {
+  PlanRuntime& rt = plan.runtime();
+  {
+    std::lock_guard<std::mutex> lock(rt.mu);
+    auto& idle = rt.idle[key];
+    if (!idle.empty()) {
+      auto g = std::move(idle.back());
+      idle.pop_back();
+      return g;
+    }
+  }
+  return std::make_unique<GraphInstance>(plan, key);
+}
+
+void release_graph(const Plan& plan, const std::vector<bool>& key,
+                   std::unique_ptr<GraphInstance> g) {
+  PlanRuntime& rt = plan.runtime();
+  std::lock_guard<std::mutex> lock(rt.mu);
+  rt.idle[key].push_back(std::move(g));
+}
+
+}  // namespace
+
+RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& inputs,
+                  const RunOptions& options) {
+  if (inputs.size() != plan.inputs.size())
+    throw_error("plan takes ", plan.inputs.size(), " inputs, got ", inputs.size());
+  CallState st;
+  st.plan = &plan;
+  Stream caller = current_stream();
+  std::vector<bool> inline_lanes;
+  for (const LaneSpec& spec : plan.lanes()) {
+    Lane& lane = lane_for(resolve_lane(spec, caller));
+    st.lanes.push_back(&lane);
+    inline_lanes.push_back(lane.inline_queue);
+  }
+  bind_kernels(plan, st);
+  bind_buffers(plan, st, inputs);
+  st.errors.assign(plan.tasks().size(), nullptr);
+  st.profiling = ProfileScope::active();
+
+  // Submissions to one stream run in submission order: hold each lane's order lock (in a fixed
+  // order, so two submissions touching the same streams cannot deadlock).
+  std::vector<Lane*> distinct = st.lanes;
+  std::sort(distinct.begin(), distinct.end(),
+            [](Lane* a, Lane* b) { return a->stream < b->stream; });
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (Lane* l : distinct) locks.emplace_back(l->order);
+
+  bool all_inline = std::all_of(inline_lanes.begin(), inline_lanes.end(), [](bool b) { return b; });
+  bool direct = options.path == RunOptions::Path::Direct ||
+                (options.path == RunOptions::Path::Auto && all_inline &&
+                 static_cast<int>(plan.tasks().size()) <= options.direct_max_tasks);
+  if (direct) {
+    for (int t : plan.order()) run_task_blocking(st, t);
+  } else {
+    auto g = acquire_graph(plan, inline_lanes);
+    g->run(st);
+    release_graph(plan, inline_lanes, std::move(g));
+  }
+
+  RunResult r;
+  for (int slot : plan.outputs) {
+    std::exception_ptr err;
+    for (int t : plan.producers(slot))
+      if (st.errors[t]) err = st.errors[t];
+    r.errors.push_back(err);
+    r.outputs.push_back(err ? nullptr : st.buffers[slot]);
+  }
+  return r;
+}
+
+}  // namespace kiln

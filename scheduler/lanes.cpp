@@ -1,0 +1,61 @@
+#include "scheduler/lanes.h"
+
+#include <map>
+
+#include "backends/registry.h"
+
+namespace kiln {
+
+namespace {
+
+struct Lanes {
+  std::mutex mu;
+  std::map<Stream, std::unique_ptr<Lane>> lanes;
+};
+Lanes& lanes() {
+  static Lanes l;
+  return l;
+}
+
+void synchronize_hook(const Stream& s) {
+  Lane& l = lane_for(s);
+  std::lock_guard<std::mutex> order(l.order);  // waits for a submission in flight
+  l.queue->finish();
+}
+
+[[maybe_unused]] const bool g_installed = [] {
+  set_stream_synchronizer(&synchronize_hook);
+  return true;
+}();
+
+}  // namespace
+
+Lane& lane_for(const Stream& s) {
+  Lanes& all = lanes();
+  std::lock_guard<std::mutex> lock(all.mu);
+  auto it = all.lanes.find(s);
+  if (it != all.lanes.end()) return *it->second;
+  Backend& b = backend_for(s.device);
+  auto lane = std::make_unique<Lane>();
+  lane->stream = s;
+  lane->backend = &b;
+  lane->queue = b.create_queue(s.device.index);
+  lane->inline_queue = lane->queue->runs_inline();
+  Lane& ref = *lane;
+  all.lanes.emplace(s, std::move(lane));
+  return ref;
+}
+
+Stream resolve_lane(const LaneSpec& spec, const Stream& caller) {
+  switch (spec.origin) {
+    case StreamOrigin::Default:
+      return caller;
+    case StreamOrigin::Explicit:
+      return spec.stream;
+    case StreamOrigin::Placement:
+      return Stream{0, spec.stream.device};
+  }
+  return caller;
+}
+
+}  // namespace kiln

@@ -1,0 +1,94 @@
+// Plan: the task DAG that one evaluation or one compiled function lowers to. Tasks are kernels,
+// copies, library calls (matmul) or host callbacks; slots are the buffers they read and write;
+// lanes are symbolic streams that are resolved to real streams at each call. A Plan is immutable
+// once finalized and may be run by many threads at once.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/kernel_ir.h"
+#include "graph/device.h"
+
+namespace kiln {
+
+// Where a lane runs. Default lanes follow the caller's current stream at every call; explicit
+// streams and placements were fixed by the user inside the function and are kept.
+struct LaneSpec {
+  StreamOrigin origin = StreamOrigin::Default;
+  Stream stream;  // Explicit: this stream; Placement: default stream of stream.device
+  bool operator==(const LaneSpec& o) const { return origin == o.origin && stream == o.stream; }
+};
+
+enum class SlotKind { Input, Output, Temp };
+
+struct Slot {
+  Dtype dtype;
+  int64_t elements = 0;
+  int lane = 0;  // the lane whose device holds it (its producer's)
+  SlotKind kind = SlotKind::Temp;
+  int index = -1;  // position among the plan's inputs or outputs
+  size_t bytes() const { return static_cast<size_t>(elements) * dtype.size(); }
+};
+
+enum class TaskKind { Kernel, Copy, Matmul, Host };
+
+struct Task {
+  TaskKind kind = TaskKind::Host;
+  std::string name;
+  int lane = 0;
+  std::vector<int> slots;  // Kernel: one per kernel buffer; Copy: {src, dst}; Matmul: {a, b, c}
+  std::shared_ptr<const Kernel> kernel;
+  std::vector<int64_t> params;  // Kernel runtime Dims
+  MatmulArgs matmul;            // shape and offsets; buffers are bound per call
+  std::function<void()> host;   // Host tasks (tests, benchmarks, user callbacks)
+  std::vector<int> deps;        // tasks that must complete first
+};
+
+class Executor;
+struct PlanRuntime;  // executor-owned caches (compiled kernels, flow-graph instances)
+
+class Plan {
+ public:
+  Plan();
+  ~Plan();
+  Plan(Plan&&) noexcept;
+  Plan& operator=(Plan&&) noexcept;
+
+  int add_lane(const LaneSpec& lane);  // returns the existing index for an equal spec
+  int add_slot(const Slot& slot);
+  int add_task(Task task);
+  // Appends `slot` to outputs; a Temp slot becomes an Output slot.
+  void add_output(int slot);
+  // Inputs and outputs, in call order. An output may also be an input (identity).
+  std::vector<int> inputs, outputs;
+
+  // Computes the execution order and successors; call once after building.
+  void finalize();
+
+  const std::vector<LaneSpec>& lanes() const { return lanes_; }
+  const std::vector<Slot>& slots() const { return slots_; }
+  const std::vector<Task>& tasks() const { return tasks_; }
+  const std::vector<int>& order() const { return order_; }  // a topological order of tasks
+  const std::vector<std::vector<int>>& successors() const { return succ_; }
+  const std::vector<int>& producers(int slot) const { return producers_[slot]; }
+  std::string str() const;
+
+  PlanRuntime& runtime() const { return *runtime_; }
+
+ private:
+  std::vector<LaneSpec> lanes_;
+  std::vector<Slot> slots_;
+  std::vector<Task> tasks_;
+  std::vector<int> order_;
+  std::vector<std::vector<int>> succ_;
+  std::vector<std::vector<int>> producers_;
+  std::unique_ptr<PlanRuntime> runtime_;
+};
+
+}  // namespace kiln
