@@ -40,6 +40,20 @@ void convert_from(Dtype d, const void* src, T* dst, int64_t n) {
 
 ArrayNode::ArrayNode() : id(g_next_id.fetch_add(1, std::memory_order_relaxed)) {}
 
+ArrayNode::~ArrayNode() {
+  // Take over the inputs that only this chain holds, so each is destroyed with empty inputs.
+  std::vector<Array> pending = std::move(inputs);
+  while (!pending.empty()) {
+    Array a = std::move(pending.back());
+    pending.pop_back();
+    if (a.node().use_count() == 1) {
+      auto& in = a.node()->inputs;
+      for (auto& x : in) pending.push_back(std::move(x));
+      in.clear();
+    }
+  }
+}
+
 Array::Array(Shape shape, Dtype dtype, Op op, Params params, std::vector<Array> inputs,
              ResolvedStream stream)
     : node_(std::make_shared<ArrayNode>()) {
@@ -64,9 +78,7 @@ int64_t Array::shape(int axis) const {
   return node_->shape[normalize_axis(axis, ndim(), "Array::shape")];
 }
 
-void set_eval_hook(EvalHook hook) {
-  g_eval_hook.store(hook);
-}
+void set_eval_hook(EvalHook hook) { g_eval_hook.store(hook); }
 
 void eval_implicitly(const Array& a) {
   if (a.is_evaluated()) return;

@@ -32,6 +32,9 @@ struct ArrayNode {
   uint64_t id;  // unique per node, for stable ordering and text names
 
   ArrayNode();
+  ~ArrayNode();  // iterative: dropping a long chain must not recurse once per node
+  ArrayNode(const ArrayNode&) = delete;
+  ArrayNode& operator=(const ArrayNode&) = delete;
 };
 
 class Array {

@@ -15,9 +15,7 @@ HostBuffer::HostBuffer(size_t bytes, Device device) : bytes_(bytes), device_(std
   if (!data_) throw_error("out of host memory allocating ", bytes, " bytes");
 }
 
-HostBuffer::~HostBuffer() {
-  std::free(data_);
-}
+HostBuffer::~HostBuffer() { std::free(data_); }
 
 void HostBuffer::read(void* dst, size_t offset, size_t n) const {
   if (offset + n > bytes_)

@@ -11,18 +11,12 @@
 
 namespace kiln {
 
-std::string Device::str() const {
-  return backend + ":" + std::to_string(index);
-}
-std::ostream& operator<<(std::ostream& os, const Device& d) {
-  return os << d.str();
-}
+std::string Device::str() const { return backend + ":" + std::to_string(index); }
+std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
 std::string Stream::str() const {
   return "stream " + std::to_string(index) + " on " + device.str();
 }
-std::ostream& operator<<(std::ostream& os, const Stream& s) {
-  return os << s.str();
-}
+std::ostream& operator<<(std::ostream& os, const Stream& s) { return os << s.str(); }
 
 namespace {
 
@@ -66,12 +60,8 @@ Device parse_device(const std::string& spec) {
 
 }  // namespace
 
-void set_device_checker(DeviceChecker f) {
-  g_checker.store(f);
-}
-void set_stream_synchronizer(StreamSynchronizer f) {
-  g_synchronizer.store(f);
-}
+void set_device_checker(DeviceChecker f) { g_checker.store(f); }
+void set_stream_synchronizer(StreamSynchronizer f) { g_synchronizer.store(f); }
 
 void check_device(const Device& d) {
   if (auto f = g_checker.load()) f(d);
@@ -128,9 +118,7 @@ Stream new_stream(const Device& d) {
 void synchronize(const Stream& s) {
   if (auto f = g_synchronizer.load()) f(s);
 }
-void synchronize() {
-  synchronize(default_stream(default_device()));
-}
+void synchronize() { synchronize(default_stream(default_device())); }
 
 Stream current_stream() {
   if (!t_scopes.empty()) return t_scopes.back().stream;
@@ -158,23 +146,15 @@ ResolvedStream resolve_stream(const StreamOrDevice& s) {
   return {e.stream, e.placement ? StreamOrigin::Placement : StreamOrigin::Explicit};
 }
 
-int scope_depth() {
-  return static_cast<int>(t_scopes.size());
-}
+int scope_depth() { return static_cast<int>(t_scopes.size()); }
 
 StreamScope::StreamScope(const Stream& s) {
   check_device(s.device);
   t_scopes.push_back({s, false});
 }
-StreamScope::~StreamScope() {
-  t_scopes.pop_back();
-}
+StreamScope::~StreamScope() { t_scopes.pop_back(); }
 
-PlacementScope::PlacementScope(const Device& d) {
-  t_scopes.push_back({default_stream(d), true});
-}
-PlacementScope::~PlacementScope() {
-  t_scopes.pop_back();
-}
+PlacementScope::PlacementScope(const Device& d) { t_scopes.push_back({default_stream(d), true}); }
+PlacementScope::~PlacementScope() { t_scopes.pop_back(); }
 
 }  // namespace kiln

@@ -36,9 +36,7 @@ std::string Dtype::name() const {
   return "?";
 }
 
-std::ostream& operator<<(std::ostream& os, Dtype d) {
-  return os << d.name();
-}
+std::ostream& operator<<(std::ostream& os, Dtype d) { return os << d.name(); }
 
 Dtype dtype_from_name(const std::string& name) {
   for (Dtype d : {bool_, int32, int64, float32, float64})

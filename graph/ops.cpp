@@ -193,12 +193,8 @@ Array zeros(Shape shape, Dtype dtype, StreamOrDevice s) {
 Array ones(Shape shape, Dtype dtype, StreamOrDevice s) {
   return full(std::move(shape), 1.0, dtype, std::move(s));
 }
-Array zeros_like(const Array& a, StreamOrDevice s) {
-  return zeros(a.shape(), a.dtype(), s);
-}
-Array ones_like(const Array& a, StreamOrDevice s) {
-  return ones(a.shape(), a.dtype(), s);
-}
+Array zeros_like(const Array& a, StreamOrDevice s) { return zeros(a.shape(), a.dtype(), s); }
+Array ones_like(const Array& a, StreamOrDevice s) { return ones(a.shape(), a.dtype(), s); }
 
 Array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice s) {
   if (step == 0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(stop))
@@ -229,33 +225,15 @@ Array abs(const Array& a, StreamOrDevice s) {
   if (a.dtype().is_bool()) return a;
   return unary(UnaryOp::Abs, a, a.dtype(), s);
 }
-Array exp(const Array& a, StreamOrDevice s) {
-  return float_unary(UnaryOp::Exp, a, s);
-}
-Array log(const Array& a, StreamOrDevice s) {
-  return float_unary(UnaryOp::Log, a, s);
-}
-Array sqrt(const Array& a, StreamOrDevice s) {
-  return float_unary(UnaryOp::Sqrt, a, s);
-}
-Array rsqrt(const Array& a, StreamOrDevice s) {
-  return float_unary(UnaryOp::Rsqrt, a, s);
-}
-Array sin(const Array& a, StreamOrDevice s) {
-  return float_unary(UnaryOp::Sin, a, s);
-}
-Array cos(const Array& a, StreamOrDevice s) {
-  return float_unary(UnaryOp::Cos, a, s);
-}
-Array tanh(const Array& a, StreamOrDevice s) {
-  return float_unary(UnaryOp::Tanh, a, s);
-}
-Array erf(const Array& a, StreamOrDevice s) {
-  return float_unary(UnaryOp::Erf, a, s);
-}
-Array sigmoid(const Array& a, StreamOrDevice s) {
-  return float_unary(UnaryOp::Sigmoid, a, s);
-}
+Array exp(const Array& a, StreamOrDevice s) { return float_unary(UnaryOp::Exp, a, s); }
+Array log(const Array& a, StreamOrDevice s) { return float_unary(UnaryOp::Log, a, s); }
+Array sqrt(const Array& a, StreamOrDevice s) { return float_unary(UnaryOp::Sqrt, a, s); }
+Array rsqrt(const Array& a, StreamOrDevice s) { return float_unary(UnaryOp::Rsqrt, a, s); }
+Array sin(const Array& a, StreamOrDevice s) { return float_unary(UnaryOp::Sin, a, s); }
+Array cos(const Array& a, StreamOrDevice s) { return float_unary(UnaryOp::Cos, a, s); }
+Array tanh(const Array& a, StreamOrDevice s) { return float_unary(UnaryOp::Tanh, a, s); }
+Array erf(const Array& a, StreamOrDevice s) { return float_unary(UnaryOp::Erf, a, s); }
+Array sigmoid(const Array& a, StreamOrDevice s) { return float_unary(UnaryOp::Sigmoid, a, s); }
 // floor and ceil of an integer are the integer itself; Kiln keeps its dtype.
 Array floor(const Array& a, StreamOrDevice s) {
   return a.dtype().is_float() ? unary(UnaryOp::Floor, a, a.dtype(), s) : a;
@@ -352,7 +330,7 @@ Array mean(const Array& a, const std::vector<int>& axes, bool keepdims, StreamOr
   Array total = sum(astype(a, d, s), ax, keepdims, s);
   // mean of an empty set is NaN, as in NumPy (0 * (1/0) would be too, but say it plainly).
   double inv = n == 0 ? std::nan("") : 1.0 / static_cast<double>(n);
-  return multiply(total, full({}, inv, d, s), s);
+  return multiply(total, scalar_constant(Scalar::of(inv).cast(d), s), s);
 }
 Array mean(const Array& a, bool keepdims, StreamOrDevice s) {
   return mean(a, all_axes(a.ndim()), keepdims, s);
@@ -606,8 +584,9 @@ Array logsumexp(const Array& a, const std::vector<int>& axes, bool keepdims, Str
   Array m = max(x, ax, true, s);
   // A row of -inf would give inf - inf = nan; shift by 0 there instead, as NumPy-based libraries
   // do.
-  Array safe_m =
-      where(equal(abs(m, s), full({}, INFINITY, x.dtype(), s), s), zeros({}, x.dtype(), s), m, s);
+  Array inf = scalar_constant(Scalar::of(INFINITY).cast(x.dtype()), s);
+  Array zero = scalar_constant(Scalar::of(0.0).cast(x.dtype()), s);
+  Array safe_m = where(equal(abs(m, s), inf, s), zero, m, s);
   Array r = add(log(sum(exp(subtract(x, safe_m, s), s), ax, true, s), s), safe_m, s);
   return keepdims ? r : squeeze(r, ax, s);
 }
@@ -620,56 +599,54 @@ Array logsumexp(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
 
 // ---- operators ----
 
+Array scalar_constant(Scalar v, StreamOrDevice s) {
+  unsigned char raw[8] = {};
+  switch (v.dtype.kind) {
+    case Dtype::Kind::Bool:
+      raw[0] = v.i != 0;
+      break;
+    case Dtype::Kind::Int32: {
+      int32_t x = static_cast<int32_t>(v.i);
+      std::memcpy(raw, &x, 4);
+      break;
+    }
+    case Dtype::Kind::Int64:
+      std::memcpy(raw, &v.i, 8);
+      break;
+    case Dtype::Kind::Float32: {
+      float x = static_cast<float>(v.f);
+      std::memcpy(raw, &x, 4);
+      break;
+    }
+    case Dtype::Kind::Float64:
+      std::memcpy(raw, &v.f, 8);
+      break;
+  }
+  return array_from_bytes(raw, v.dtype.size(), {}, v.dtype, std::move(s));
+}
+
 Array weak_scalar(double v, bool is_float, const Array& like) {
   Dtype d = like.dtype();
   if (is_float && !d.is_float())
     d = float32;
   else if (!is_float && d.is_bool())
     d = int32;
-  return full({}, v, d);
+  return scalar_constant(Scalar::of(v).cast(d));
 }
 
-Array operator-(const Array& a) {
-  return negative(a);
-}
-Array operator!(const Array& a) {
-  return logical_not(a);
-}
-Array operator+(const Array& a, const Array& b) {
-  return add(a, b);
-}
-Array operator-(const Array& a, const Array& b) {
-  return subtract(a, b);
-}
-Array operator*(const Array& a, const Array& b) {
-  return multiply(a, b);
-}
-Array operator/(const Array& a, const Array& b) {
-  return divide(a, b);
-}
-Array operator<(const Array& a, const Array& b) {
-  return less(a, b);
-}
-Array operator<=(const Array& a, const Array& b) {
-  return less_equal(a, b);
-}
-Array operator>(const Array& a, const Array& b) {
-  return greater(a, b);
-}
-Array operator>=(const Array& a, const Array& b) {
-  return greater_equal(a, b);
-}
-Array operator==(const Array& a, const Array& b) {
-  return equal(a, b);
-}
-Array operator!=(const Array& a, const Array& b) {
-  return not_equal(a, b);
-}
-Array operator&&(const Array& a, const Array& b) {
-  return logical_and(a, b);
-}
-Array operator||(const Array& a, const Array& b) {
-  return logical_or(a, b);
-}
+Array operator-(const Array& a) { return negative(a); }
+Array operator!(const Array& a) { return logical_not(a); }
+Array operator+(const Array& a, const Array& b) { return add(a, b); }
+Array operator-(const Array& a, const Array& b) { return subtract(a, b); }
+Array operator*(const Array& a, const Array& b) { return multiply(a, b); }
+Array operator/(const Array& a, const Array& b) { return divide(a, b); }
+Array operator<(const Array& a, const Array& b) { return less(a, b); }
+Array operator<=(const Array& a, const Array& b) { return less_equal(a, b); }
+Array operator>(const Array& a, const Array& b) { return greater(a, b); }
+Array operator>=(const Array& a, const Array& b) { return greater_equal(a, b); }
+Array operator==(const Array& a, const Array& b) { return equal(a, b); }
+Array operator!=(const Array& a, const Array& b) { return not_equal(a, b); }
+Array operator&&(const Array& a, const Array& b) { return logical_and(a, b); }
+Array operator||(const Array& a, const Array& b) { return logical_or(a, b); }
 
 }  // namespace kiln

@@ -142,6 +142,8 @@ Array operator!=(const Array& a, const Array& b);
 Array operator&&(const Array& a, const Array& b);
 Array operator||(const Array& a, const Array& b);
 
+// An evaluated 0-d array holding `v` (no kernel runs to make it).
+Array scalar_constant(Scalar v, StreamOrDevice s = {});
 // A scalar as a 0-d array typed to combine with `like` without widening it.
 Array weak_scalar(double v, bool is_float, const Array& like);
 

@@ -86,9 +86,7 @@ bool is_comparison(BinaryOp op) {
          op == BinaryOp::LessEqual || op == BinaryOp::Greater || op == BinaryOp::GreaterEqual;
 }
 
-bool is_logical(BinaryOp op) {
-  return op == BinaryOp::LogicalAnd || op == BinaryOp::LogicalOr;
-}
+bool is_logical(BinaryOp op) { return op == BinaryOp::LogicalAnd || op == BinaryOp::LogicalOr; }
 
 bool is_elementwise(Op op) {
   return op == Op::Unary || op == Op::Binary || op == Op::Select || op == Op::Cast;

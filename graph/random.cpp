@@ -34,13 +34,9 @@ void seed(uint64_t s) {
   g_counter.store(0);
 }
 
-Key key(uint64_t s) {
-  return mix(s ^ 0x6a09e667f3bcc908ULL);
-}
+Key key(uint64_t s) { return mix(s ^ 0x6a09e667f3bcc908ULL); }
 
-Key next_key() {
-  return mix(key(g_seed.load()) + g_counter.fetch_add(1));
-}
+Key next_key() { return mix(key(g_seed.load()) + g_counter.fetch_add(1)); }
 
 std::vector<Key> split(Key k, int n) {
   if (n < 0) throw_error("random::split: n = ", n, " must be >= 0");
@@ -62,7 +58,8 @@ Array uniform(double low, double high, const Shape& shape, Dtype dtype, std::opt
   if (!(low <= high)) throw_error("random::uniform: low ", low, " must not exceed high ", high);
   Array u = uniform(shape, dtype, key, s);
   if (low == 0 && high == 1) return u;
-  return add(multiply(u, full({}, high - low, dtype, s), s), full({}, low, dtype, s), s);
+  return add(multiply(u, scalar_constant(Scalar::of(high - low).cast(dtype), s), s),
+             scalar_constant(Scalar::of(low).cast(dtype), s), s);
 }
 
 Array normal(const Shape& shape, Dtype dtype, std::optional<Key> key, StreamOrDevice s) {
@@ -74,7 +71,8 @@ Array normal(const Shape& shape, double mean, double stddev, Dtype dtype, std::o
   if (!(stddev >= 0)) throw_error("random::normal: stddev ", stddev, " must be >= 0");
   Array z = normal(shape, dtype, key, s);
   if (mean == 0 && stddev == 1) return z;
-  return add(multiply(z, full({}, stddev, dtype, s), s), full({}, mean, dtype, s), s);
+  return add(multiply(z, scalar_constant(Scalar::of(stddev).cast(dtype), s), s),
+             scalar_constant(Scalar::of(mean).cast(dtype), s), s);
 }
 
 }  // namespace kiln::random

@@ -22,9 +22,7 @@ std::string to_string(const Shape& s) {
   return os.str();
 }
 
-std::ostream& operator<<(std::ostream& os, const Shape& s) {
-  return os << to_string(s);
-}
+std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << to_string(s); }
 
 std::vector<int64_t> contiguous_strides(const Shape& s) {
   std::vector<int64_t> st(s.size(), 1);

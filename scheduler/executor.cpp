@@ -153,7 +153,7 @@ struct GraphInstance {
             });
         flow::make_edge(*starter, *waiter);
         in[t] = starter.get();
-        out[t] = waiter.get();
+        out[t] = &flow::output_port<0>(*waiter);  // async_node takes successors on its port
         nodes.push_back(std::move(starter));
         nodes.push_back(std::move(waiter));
       }

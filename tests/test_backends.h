@@ -1,0 +1,171 @@
+// Test doubles for the backend interface. MirrorBackend runs the reference interpreter under
+// another name, with memory it declares non-host (so plans must insert copies), optionally with
+// asynchronous queues (work finishes on a helper thread and completes an Event, like a GPU
+// queue), and optionally failing to build kernels whose name contains a given string.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "backends/backend.h"
+#include "backends/reference/reference.h"
+#include "graph/error.h"
+
+namespace kiln::test {
+
+class ManualEvent : public Event {
+ public:
+  void on_complete(std::function<void(std::exception_ptr)> f) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (done_) {
+      lock.unlock();
+      f(error_);
+      return;
+    }
+    callbacks_.push_back(std::move(f));
+  }
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+  void complete(std::exception_ptr e) {
+    std::vector<std::function<void(std::exception_ptr)>> cbs;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      error_ = e;
+      cbs.swap(callbacks_);
+    }
+    cv_.notify_all();
+    for (auto& f : cbs) f(e);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::vector<std::function<void(std::exception_ptr)>> callbacks_;
+};
+
+// Runs submitted closures in order on one thread: a stand-in for a device queue.
+class Worker {
+ public:
+  Worker() : thread_([this] { loop(); }) {}
+  ~Worker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void submit(std::function<void()> f) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      work_.push_back(std::move(f));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> f;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !work_.empty(); });
+        if (work_.empty()) return;
+        f = std::move(work_.front());
+        work_.pop_front();
+      }
+      f();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> work_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+class MirrorBackend : public Backend {
+ public:
+  MirrorBackend(std::string name, bool async, std::string fail_kernels = "")
+      : name_(std::move(name)),
+        async_(async),
+        fail_(std::move(fail_kernels)),
+        ref_(make_reference_backend()) {}
+
+  std::string name() const override { return name_; }
+  std::vector<DeviceInfo> devices() override {
+    return {DeviceInfo{Device{name_, 0}, "test mirror of the reference backend", true, ""}};
+  }
+  bool uses_host_memory() const override { return false; }
+  std::shared_ptr<Buffer> allocate(int device, size_t bytes) override {
+    return std::make_shared<HostBuffer>(bytes, Device{name_, device});
+  }
+  std::shared_ptr<const CompiledKernel> compile(int device, const Kernel& k) override {
+    if (!fail_.empty() && k.name.find(fail_) != std::string::npos)
+      throw_error("kernel ", k.name, " failed to build on ", name_, " (test double)");
+    return ref_->compile(0, k);
+  }
+  std::unique_ptr<Queue> create_queue(int) override {
+    return std::make_unique<MirrorQueue>(ref_->create_queue(0), async_);
+  }
+
+ private:
+  class MirrorQueue : public Queue {
+   public:
+    MirrorQueue(std::unique_ptr<Queue> q, bool async) : q_(std::move(q)), async_(async) {}
+    EventPtr enqueue_kernel(const CompiledKernel& k, const KernelArgs& args) override {
+      return run([this, &k, args] { q_->enqueue_kernel(k, args); });
+    }
+    EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) override {
+      return run([&src, &dst, bytes] { src.read(dst.host_ptr(), 0, bytes); });
+    }
+    EventPtr enqueue_matmul(const MatmulArgs& a) override {
+      return run([this, a] { q_->enqueue_matmul(a); });
+    }
+    void finish() override {
+      if (async_) {
+        auto ev = std::make_shared<ManualEvent>();
+        worker_.submit([ev] { ev->complete(nullptr); });
+        ev->wait();
+      }
+    }
+    bool runs_inline() const override { return !async_; }
+
+   private:
+    EventPtr run(std::function<void()> f) {
+      if (!async_) {
+        f();
+        return nullptr;
+      }
+      auto ev = std::make_shared<ManualEvent>();
+      worker_.submit([ev, f = std::move(f)] {
+        try {
+          f();
+          ev->complete(nullptr);
+        } catch (...) {
+          ev->complete(std::current_exception());
+        }
+      });
+      return ev;
+    }
+    std::unique_ptr<Queue> q_;
+    bool async_;
+    Worker worker_;
+  };
+
+  std::string name_;
+  bool async_;
+  std::string fail_;
+  std::shared_ptr<Backend> ref_;
+};
+
+}  // namespace kiln::test
