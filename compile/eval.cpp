@@ -12,9 +12,7 @@ namespace kiln {
 
 namespace {
 
-bool is_done(const ArrayNode& n) {
-  return n.data || n.error;
-}
+bool is_done(const ArrayNode& n) { return n.data || n.error; }
 
 // After evaluation the node no longer needs its inputs; dropping them frees the graph behind it.
 void detach(ArrayNode& n) {
@@ -22,9 +20,7 @@ void detach(ArrayNode& n) {
   n.inputs.shrink_to_fit();
 }
 
-void eval_hook(const std::vector<Array>& arrays) {
-  eval(arrays);
-}
+void eval_hook(const std::vector<Array>& arrays) { eval(arrays); }
 
 [[maybe_unused]] const bool g_installed = [] {
   set_eval_hook(&eval_hook);
@@ -83,8 +79,6 @@ void eval(const std::vector<Array>& arrays) {
     if (a.node()->error) std::rethrow_exception(a.node()->error);
 }
 
-void eval(const Array& a) {
-  eval(std::vector<Array>{a});
-}
+void eval(const Array& a) { eval(std::vector<Array>{a}); }
 
 }  // namespace kiln

@@ -1,12 +1,14 @@
 #include "compile/lower.h"
 
+#include <functional>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "backends/registry.h"
+#include "compile/fuse.h"
 #include "compile/graph_walk.h"
-#include "compile/kernels.h"
+#include "compile/view.h"
 
 namespace kiln {
 
@@ -32,13 +34,17 @@ class Lowering {
     };
     // Plan inputs in the order `stop` lists them, then any other leaves in graph order.
     for (const Array& s : stop) add_input(s);
-    for (const Array& a : topological_order(outputs, is_leaf)) {
-      if (info_.count(a.node().get())) continue;
-      if (is_leaf(*a.node()))
-        add_input(a);
-      else
-        add_node(*a.node());
+    std::function<bool(const ArrayNode&)> leaf = is_leaf;
+    std::vector<Array> order = topological_order(outputs, leaf);
+    for (const Array& a : order) {
+      by_ptr_[a.node().get()] = a.node();
+      if (leaf(*a.node())) add_input(a);
     }
+    std::function<bool(const ArrayNode&, const ArrayNode&)> same_lane =
+        [&](const ArrayNode& a, const ArrayNode& b) { return lane_spec(a) == lane_spec(b); };
+    FusionOptions fo;
+    fo.fuse = opts_.fuse;
+    for (const FusedStep& step : fuse(order, outputs, leaf, same_lane, fo)) add_step(step);
     for (const Array& out : outputs) result_.plan.add_output(info_.at(out.node().get()).slot);
     result_.plan.finalize();
     return std::move(result_);
@@ -113,7 +119,10 @@ class Lowering {
     return it->second.first;
   }
 
-  void add_node(ArrayNode& n) {
+  // The slot holding `n`'s data, created on n's lane the first time a step writes it.
+  int slot_for(const ArrayNode& n) {
+    auto it = info_.find(&n);
+    if (it != info_.end()) return it->second.slot;
     int lane = result_.plan.add_lane(lane_spec(n));
     Slot s;
     s.dtype = n.dtype;
@@ -122,39 +131,75 @@ class Lowering {
     NodeInfo ni;
     ni.lane = lane;
     ni.slot = result_.plan.add_slot(s);
+    info_[&n] = ni;
+    return ni.slot;
+  }
 
-    if (n.op == Op::Matmul) {
-      Task t;
+  void add_step(const FusedStep& step) {
+    int lane = result_.plan.add_lane(lane_spec(*step.lane_node));
+    Task t;
+    t.lane = lane;
+    std::vector<const ArrayNode*> written;
+    if (step.matmul) {
+      const ArrayNode& n = *step.matmul;
       t.kind = TaskKind::Matmul;
       t.name = "matmul";
-      t.lane = lane;
-      t.slots = {read(n.inputs[0], lane, t.deps), read(n.inputs[1], lane, t.deps), ni.slot};
-      matmul_offsets(n, t.matmul);
-      ni.producers.push_back(result_.plan.add_task(std::move(t)));
+      t.slots = {read(n.inputs[0], lane, t.deps), read(n.inputs[1], lane, t.deps), slot_for(n)};
+      matmul_args(n, t.matmul);
+      written.push_back(&n);
     } else {
-      std::vector<Kernel> ks = kernels_for(n);
-      for (size_t i = 0; i < ks.size(); ++i) {
-        Task t;
-        t.kind = TaskKind::Kernel;
-        t.name = ks[i].name;
-        t.lane = lane;
-        // Concatenate's kernel i reads input i; every other kernel reads all inputs in order.
-        if (n.op == Op::Concatenate)
-          t.slots.push_back(read(n.inputs[i], lane, t.deps));
-        else
-          for (const Array& in : n.inputs) t.slots.push_back(read(in, lane, t.deps));
-        t.slots.push_back(ni.slot);
-        t.kernel = std::make_shared<const Kernel>(std::move(ks[i]));
-        ni.producers.push_back(result_.plan.add_task(std::move(t)));
+      t.kind = TaskKind::Kernel;
+      t.name = step.kernel->name;
+      t.kernel = step.kernel;
+      for (size_t b = 0; b < step.buffers.size(); ++b) {
+        const ArrayNode& n = *step.buffers[b];
+        if (step.kernel->buffers[b].output) {
+          t.slots.push_back(slot_for(n));
+          written.push_back(&n);
+        } else {
+          t.slots.push_back(read(Array(by_ptr_.at(&n)), lane, t.deps));
+        }
       }
     }
-    info_[&n] = ni;
+    int task = result_.plan.add_task(std::move(t));
+    for (const ArrayNode* n : written) info_.at(n).producers.push_back(task);
+  }
+
+  // Batch offsets of a matmul (NumPy batch broadcasting resolved into per-batch offsets).
+  static void matmul_args(const ArrayNode& node, MatmulArgs& args) {
+    const Shape& as = node.inputs[0].shape();
+    const Shape& bs = node.inputs[1].shape();
+    args.dtype = node.dtype;
+    args.m = as[as.size() - 2];
+    args.k = as.back();
+    args.n = bs.back();
+    Shape batch(node.shape.begin(), node.shape.end() - 2);
+    Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+    View id = View::identity(static_cast<int>(batch.size()));
+    IndexMap am = id.broadcast_input(ab, batch).buffer_map(contiguous_strides(ab));
+    IndexMap bm = id.broadcast_input(bb, batch).buffer_map(contiguous_strides(bb));
+    std::vector<int64_t> idx(batch.size(), 0);
+    for (int64_t i = 0; i < shape_size(batch); ++i) {
+      int64_t ao = 0, bo = 0;
+      for (size_t d = 0; d < batch.size(); ++d) {
+        ao += idx[d] * am.strides[d].value;
+        bo += idx[d] * bm.strides[d].value;
+      }
+      args.a_offsets.push_back(ao * args.m * args.k);
+      args.b_offsets.push_back(bo * args.k * args.n);
+      args.c_offsets.push_back(i * args.m * args.n);
+      for (int d = static_cast<int>(batch.size()) - 1; d >= 0; --d) {
+        if (++idx[d] < batch[d]) break;
+        idx[d] = 0;
+      }
+    }
   }
 
   LowerOptions opts_;
   LoweredGraph result_;
   std::unordered_map<const ArrayNode*, NodeInfo> info_;
   std::map<std::pair<const ArrayNode*, int>, std::pair<int, int>> copies_;  // -> (slot, task)
+  std::unordered_map<const ArrayNode*, std::shared_ptr<ArrayNode>> by_ptr_;
 };
 
 }  // namespace

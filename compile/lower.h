@@ -14,6 +14,9 @@ struct LowerOptions {
   // Eager: every node's stream is concrete (Explicit lanes). Traced: Default-origin nodes get
   // lanes resolved at call time, so device-dependent copies are decided by the executor.
   bool eager = true;
+  // Fuse element-wise chains, reductions and their epilogues into shared kernels; off, every
+  // primitive is its own kernel (eager evaluation).
+  bool fuse = false;
 };
 
 struct LoweredGraph {

@@ -92,6 +92,7 @@ Array reduce(ReduceOp op, const Array& a, std::vector<int> axes, bool keepdims,
     out = int32;
     x = astype(a, int32, s);
   }
+  if (axes.empty()) return x;  // reducing a 0-d array over no axes leaves its value
   Params p;
   p.reduce = op;
   p.axes = axes;
