@@ -170,21 +170,11 @@ class Emitter {
       c.dtype = n.dtype;
       const void* p = n.data->host_ptr();
       switch (n.dtype.kind) {
-        case Dtype::Kind::Bool:
-          c.i = *static_cast<const bool*>(p);
-          break;
-        case Dtype::Kind::Int32:
-          c.i = *static_cast<const int32_t*>(p);
-          break;
-        case Dtype::Kind::Int64:
-          c.i = *static_cast<const int64_t*>(p);
-          break;
-        case Dtype::Kind::Float32:
-          c.f = *static_cast<const float*>(p);
-          break;
-        case Dtype::Kind::Float64:
-          c.f = *static_cast<const double*>(p);
-          break;
+        case Dtype::Kind::Bool: c.i = *static_cast<const bool*>(p); break;
+        case Dtype::Kind::Int32: c.i = *static_cast<const int32_t*>(p); break;
+        case Dtype::Kind::Int64: c.i = *static_cast<const int64_t*>(p); break;
+        case Dtype::Kind::Float32: c.f = *static_cast<const float*>(p); break;
+        case Dtype::Kind::Float64: c.f = *static_cast<const double*>(p); break;
       }
       return constant(c);
     }
@@ -230,15 +220,10 @@ class Emitter {
         val.kind = ValueKind::Select, val.a = a, val.b = b, val.c = c;
         return add(val);
       }
-      case Op::Cast:
-        val.kind = ValueKind::Cast, val.a = child(0, bcast(0));
-        return add(val);
-      case Op::Broadcast:
-        return child(0, bcast(0));
-      case Op::Transpose:
-        return child(0, v.transpose_input(n.params.axes));
-      case Op::Slice:
-        return child(0, v.slice_input(n.params.start, n.params.step));
+      case Op::Cast: val.kind = ValueKind::Cast, val.a = child(0, bcast(0)); return add(val);
+      case Op::Broadcast: return child(0, bcast(0));
+      case Op::Transpose: return child(0, v.transpose_input(n.params.axes));
+      case Op::Slice: return child(0, v.slice_input(n.params.start, n.params.step));
       case Op::Reshape: {
         View cv;
         if (v.reshape_input(n.inputs[0].shape(), n.shape, cv)) return child(0, cv);
@@ -252,8 +237,7 @@ class Emitter {
         val.buffer = static_cast<int>(k_.buffers.size()) - 1;
         return add(val);
       }
-      case Op::Full:
-        return constant(n.params.value);
+      case Op::Full: return constant(n.params.value);
       case Op::Arange: {
         Value idx;
         idx.kind = ValueKind::Index, idx.dtype = int64;
@@ -281,10 +265,12 @@ class Emitter {
         val.a = add(idx);
         return add(val);
       }
-      default:
-        break;
+      case Op::Reduce: throw Materialize{{&n}};  // another reduction's result: needs a buffer
+      default: break;
     }
-    throw Error(std::string("internal: fusion reached an unmaterialised ") + op_name(n.op));
+    throw Error(std::string("internal: fusion reached an unmaterialised ") + op_name(n.op) +
+                " of shape " + to_string(n.shape) + (epilogue_ ? " in an epilogue" : "") +
+                " while building " + (reduce_node_ ? "a reduction" : "an element-wise kernel"));
   }
 
   const NodeSet& mat_;
@@ -322,7 +308,7 @@ class Planner {
         return build();
       } catch (const Materialize& m) {
         if (m.nodes.empty()) throw;  // handled in build()
-        for (const ArrayNode* n : m.nodes) forced_.insert(n);
+        for (const ArrayNode* n : m.nodes) forced_.insert(n), pinned_.insert(n);
       }
       if (attempt > 100000) throw Error("internal: fusion did not converge");
     }
@@ -336,16 +322,16 @@ class Planner {
     for (const Array& a : order_) {
       const ArrayNode& n = *a.node();
       if (leaf(n)) continue;
-      if (!opts_.fuse || outputs_.count(&n) || n.op == Op::Reduce || n.op == Op::Matmul ||
-          n.op == Op::Concatenate)
-        forced_.insert(&n);
+      if (!opts_.fuse || outputs_.count(&n)) pinned_.insert(&n);
+      if (n.op == Op::Reduce || n.op == Op::Matmul || n.op == Op::Concatenate) forced_.insert(&n);
       for (const Array& in : n.inputs) {
         const ArrayNode& c = *in.node();
         if (leaf(c)) continue;
         if (n.op == Op::Matmul || !same_lane_(c, n) || (n.op == Op::Reshape && !affine_reshape(n)))
-          forced_.insert(&c);
+          pinned_.insert(&c);
       }
     }
+    forced_.insert(pinned_.begin(), pinned_.end());
   }
 
   // A reduction absorbs the single-consumer element-wise chain of its own shape after it.
@@ -354,9 +340,10 @@ class Planner {
     epilogue_root_.clear();
     epilogue_nodes_.clear();
     if (!opts_.fuse) return;
+    NodeSet claimed;  // nodes already inside some reduction's epilogue
     for (const Array& a : order_) {
       const ArrayNode* r = a.node().get();
-      if (r->op != Op::Reduce || outputs_.count(r)) continue;
+      if (r->op != Op::Reduce || pinned_.count(r)) continue;
       const ArrayNode* cur = r;
       NodeSet chain;
       for (;;) {
@@ -364,12 +351,13 @@ class Planner {
         if (it == consumers_.end() || it->second.size() != 1) break;
         const ArrayNode* c = it->second[0];
         if (!is_elementwise(c->op) || c->shape != r->shape || !same_lane_(*c, *r) ||
-            (cur != r && forced_.count(cur)))
+            claimed.count(c) || forced_.count(c) != pinned_.count(c))
           break;
         chain.insert(c);
         cur = c;
-        if (forced_.count(c)) break;  // an output ends the chain
+        if (pinned_.count(c)) break;  // an output ends the chain
       }
+      claimed.insert(chain.begin(), chain.end());
       if (cur == r) continue;
       mat_.erase(r);
       for (const ArrayNode* c : chain) mat_.erase(c);
@@ -558,6 +546,7 @@ class Planner {
   const std::function<bool(const ArrayNode&, const ArrayNode&)>& same_lane_;
   FusionOptions opts_;
   NodeSet outputs_, forced_, mat_;
+  NodeSet pinned_;  // stored whatever else fusion decides (outputs, lane edges, feedback)
   std::unordered_map<const ArrayNode*, std::vector<const ArrayNode*>> consumers_;
   std::unordered_map<const ArrayNode*, const ArrayNode*> epilogue_root_;
   std::unordered_map<const ArrayNode*, NodeSet> epilogue_nodes_;

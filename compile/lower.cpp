@@ -29,8 +29,7 @@ class Lowering {
     std::unordered_set<const ArrayNode*> stops;
     for (const Array& s : stop) stops.insert(s.node().get());
     auto is_leaf = [&](const ArrayNode& n) {
-      return stops.count(&n) || n.op == Op::Placeholder || n.op == Op::Constant ||
-             (opts_.eager && n.data);
+      return stops.count(&n) || n.op == Op::Placeholder || n.op == Op::Constant || n.data;
     };
     // Plan inputs in the order `stop` lists them, then any other leaves in graph order.
     for (const Array& s : stop) add_input(s);

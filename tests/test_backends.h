@@ -12,6 +12,7 @@
 
 #include "backends/backend.h"
 #include "backends/reference/reference.h"
+#include "backends/registry.h"
 #include "graph/error.h"
 
 namespace kiln::test {
@@ -167,5 +168,17 @@ class MirrorBackend : public Backend {
   std::string fail_;
   std::shared_ptr<Backend> ref_;
 };
+
+// Registered once per process: "mirror" (synchronous, non-host memory), "amirror" (asynchronous
+// queues), "broken" (fails to build kernels whose name contains erf).
+inline void register_test_backends() {
+  static bool done = [] {
+    register_backend(std::make_shared<MirrorBackend>("mirror", false));
+    register_backend(std::make_shared<MirrorBackend>("amirror", true));
+    register_backend(std::make_shared<MirrorBackend>("broken", false, "erf"));
+    return true;
+  }();
+  (void)done;
+}
 
 }  // namespace kiln::test

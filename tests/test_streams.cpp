@@ -11,19 +11,7 @@ using namespace kiln;
 using kiln::test::expect_error;
 using kiln::test::expect_near;
 
-namespace {
-// Registered once per process: "mirror" (synchronous, non-host memory), "amirror" (asynchronous
-// queues), "broken" (fails to build kernels named like erf).
-void register_test_backends() {
-  static bool done = [] {
-    register_backend(std::make_shared<test::MirrorBackend>("mirror", false));
-    register_backend(std::make_shared<test::MirrorBackend>("amirror", true));
-    register_backend(std::make_shared<test::MirrorBackend>("broken", false, "erf"));
-    return true;
-  }();
-  (void)done;
-}
-}  // namespace
+using kiln::test::register_test_backends;
 
 TEST(Devices, ListingAndSelection) {
   auto list = devices();

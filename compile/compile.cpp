@@ -1,0 +1,226 @@
+#include "compile/compile.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "compile/eval.h"
+#include "compile/graph_walk.h"
+#include "compile/lower.h"
+#include "compile/passes.h"
+#include "graph/trace_state.h"
+#include "scheduler/executor.h"
+#include "scheduler/lanes.h"
+
+namespace kiln {
+
+namespace {
+
+std::atomic<bool> g_enabled{[] {
+  const char* e = std::getenv("KILN_DISABLE_COMPILE");
+  return !(e && *e && std::string(e) != "0");
+}()};
+
+// The input signature: dtypes and shapes (or only ranks when shapeless) of every input.
+struct Signature {
+  std::vector<int64_t> words;
+  uint64_t hash = 0;
+  bool operator==(const Signature& o) const { return words == o.words; }
+};
+struct SignatureHash {
+  size_t operator()(const Signature& s) const { return s.hash; }
+};
+
+Signature signature_of(const std::vector<Array>& inputs, bool shapeless) {
+  Signature s;
+  s.words.push_back(static_cast<int64_t>(inputs.size()));
+  for (const Array& a : inputs) {
+    s.words.push_back(static_cast<int64_t>(a.dtype().kind));
+    s.words.push_back(a.ndim());
+    if (!shapeless) s.words.insert(s.words.end(), a.shape().begin(), a.shape().end());
+  }
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (int64_t w : s.words) h = (h ^ static_cast<uint64_t>(w)) * 0x100000001b3ULL;
+  s.hash = h;
+  return s;
+}
+
+// One traced and lowered signature.
+struct Entry {
+  Plan plan;
+  std::vector<Array> constants;  // plan inputs after the call inputs: captured data
+  size_t num_inputs = 0;         // call args + captured `inputs` state
+  size_t num_user_outputs = 0;
+  std::vector<Shape> out_shapes;
+};
+
+}  // namespace
+
+struct CompiledFunction::Impl {
+  Fn fn;
+  CompileOptions options;
+  mutable std::shared_mutex mu;
+  mutable std::unordered_map<Signature, std::shared_ptr<Entry>, SignatureHash> cache;
+
+  std::vector<Array> state_inputs() const {
+    std::vector<Array> s;
+    for (auto* v : options.inputs) s.insert(s.end(), v->begin(), v->end());
+    return s;
+  }
+
+  std::shared_ptr<Entry> trace(const std::vector<Array>& args,
+                               const std::vector<Array>& state) const;
+  std::vector<Array> run(const Entry& e, const std::vector<Array>& args,
+                         const std::vector<Array>& state) const;
+};
+
+std::shared_ptr<Entry> CompiledFunction::Impl::trace(const std::vector<Array>& args,
+                                                     const std::vector<Array>& state) const {
+  uint64_t first_traced_id = ArrayNode().id;  // nodes made from here on belong to the trace
+  auto placeholder = [](const Array& a) {
+    return Array(a.shape(), a.dtype(), Op::Placeholder, {}, {},
+                 ResolvedStream{current_stream(), StreamOrigin::Default});
+  };
+  std::vector<Array> ph_args, ph_state;
+  for (const Array& a : args) ph_args.push_back(placeholder(a));
+  for (const Array& a : state) ph_state.push_back(placeholder(a));
+
+  // Run the user function over placeholders, with the captured state containers pointing at
+  // placeholders too; put every container back as it was afterwards.
+  std::vector<std::vector<Array>> saved_in, saved_out;
+  for (auto* v : options.inputs) saved_in.push_back(*v);
+  for (auto* v : options.outputs) saved_out.push_back(*v);
+  std::vector<Array> outputs;
+  size_t num_user = 0;
+  {
+    size_t k = 0;
+    for (auto* v : options.inputs)
+      for (Array& a : *v) a = ph_state[k++];
+    struct Restore {
+      const Impl* self;
+      std::vector<std::vector<Array>>& in;
+      std::vector<std::vector<Array>>& out;
+      ~Restore() {
+        for (size_t i = 0; i < self->options.inputs.size(); ++i) *self->options.inputs[i] = in[i];
+        for (size_t i = 0; i < self->options.outputs.size(); ++i)
+          *self->options.outputs[i] = out[i];
+      }
+    } restore{this, saved_in, saved_out};
+    TraceStateGuard tracing;
+    outputs = fn(ph_args);
+    num_user = outputs.size();
+    for (auto* v : options.outputs) outputs.insert(outputs.end(), v->begin(), v->end());
+  }
+
+  // Captured arrays made before the trace but not yet evaluated are constants: compute them now.
+  std::vector<Array> pending;
+  for (const Array& a : topological_order(outputs, [&](const ArrayNode& n) {
+         return n.data || n.error || n.id < first_traced_id || n.op == Op::Placeholder;
+       }))
+    if (a.id() < first_traced_id && !a.is_evaluated() && !a.is_placeholder()) pending.push_back(a);
+  if (!pending.empty()) eval(pending);
+
+  std::vector<Array> stop = ph_args;
+  stop.insert(stop.end(), ph_state.begin(), ph_state.end());
+  outputs = simplify(outputs, stop);
+  LowerOptions lo;
+  lo.eager = false;
+  lo.fuse = true;
+  LoweredGraph lg = lower(outputs, stop, lo);
+  auto e = std::make_shared<Entry>();
+  e->num_inputs = stop.size();
+  e->num_user_outputs = num_user;
+  for (const Array& o : outputs) e->out_shapes.push_back(o.shape());
+  e->constants.assign(lg.inputs.begin() + static_cast<long>(stop.size()), lg.inputs.end());
+  e->plan = std::move(lg.plan);
+  return e;
+}
+
+std::vector<Array> CompiledFunction::Impl::run(const Entry& e, const std::vector<Array>& args,
+                                               const std::vector<Array>& state) const {
+  std::vector<Array> inputs = args;
+  inputs.insert(inputs.end(), state.begin(), state.end());
+  std::vector<Array> unevaluated;
+  for (const Array& a : inputs)
+    if (!a.is_evaluated()) unevaluated.push_back(a);
+  if (!unevaluated.empty()) eval(unevaluated);
+  std::vector<std::shared_ptr<Buffer>> buffers;
+  for (const Array& a : inputs) buffers.push_back(a.buffer());
+  for (const Array& c : e.constants) buffers.push_back(c.buffer());
+
+  RunResult r = execute(e.plan, buffers);
+  Stream caller = current_stream();
+  std::vector<Array> outs;
+  for (size_t i = 0; i < e.plan.outputs.size(); ++i) {
+    const Slot& s = e.plan.slots()[e.plan.outputs[i]];
+    if (s.kind == SlotKind::Input && s.index < static_cast<int>(inputs.size())) {
+      outs.push_back(inputs[s.index]);  // the function returned an input unchanged
+      continue;
+    }
+    const Shape& shape = e.out_shapes[i];
+    Stream st = s.lane >= 0 ? resolve_lane(e.plan.lanes()[s.lane], caller) : caller;
+    Array out(shape, s.dtype, r.outputs[i], ResolvedStream{st, StreamOrigin::Default});
+    if (r.errors[i]) out.node()->error = r.errors[i];
+    outs.push_back(out);
+  }
+  // Write the captured outputs back, then hand the user outputs to the caller.
+  size_t k = e.num_user_outputs;
+  for (auto* v : options.outputs)
+    for (Array& a : *v) a = outs[k++];
+  outs.erase(outs.begin() + static_cast<long>(e.num_user_outputs), outs.end());
+  return outs;
+}
+
+std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& args) const {
+  const Impl& im = *impl_;
+  if (!compile_enabled() || is_tracing()) return im.fn(args);
+  if (im.options.shapeless)
+    throw_error(
+        "compile: shapeless=true is not implemented in this version of Kiln "
+        "(compile without it: each new shape is traced once)");
+  std::vector<Array> state = im.state_inputs();
+  std::vector<Array> all = args;
+  all.insert(all.end(), state.begin(), state.end());
+  Signature sig = signature_of(all, im.options.shapeless);
+  std::shared_ptr<Entry> entry;
+  {
+    std::shared_lock<std::shared_mutex> lock(im.mu);
+    auto it = im.cache.find(sig);
+    if (it != im.cache.end()) entry = it->second;
+  }
+  if (!entry) {
+    std::unique_lock<std::shared_mutex> lock(im.mu);
+    auto it = im.cache.find(sig);
+    if (it != im.cache.end())
+      entry = it->second;
+    else
+      entry = im.cache[sig] = im.trace(args, state);
+  }
+  return im.run(*entry, args, state);
+}
+
+size_t CompiledFunction::cache_size() const {
+  std::shared_lock<std::shared_mutex> lock(impl_->mu);
+  return impl_->cache.size();
+}
+
+CompiledFunction compile(Fn fn, CompileOptions options) {
+  if (!fn) throw_error("compile: the function is empty");
+  for (auto* v : options.inputs)
+    if (!v) throw_error("compile: a null container in CompileOptions::inputs");
+  for (auto* v : options.outputs)
+    if (!v) throw_error("compile: a null container in CompileOptions::outputs");
+  CompiledFunction f;
+  f.impl_ = std::make_shared<CompiledFunction::Impl>();
+  f.impl_->fn = std::move(fn);
+  f.impl_->options = std::move(options);
+  return f;
+}
+
+void disable_compile() { g_enabled.store(false); }
+void enable_compile() { g_enabled.store(true); }
+bool compile_enabled() { return g_enabled.load(); }
+
+}  // namespace kiln

@@ -1,0 +1,193 @@
+#include "compile/passes.h"
+
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "compile/eval.h"
+#include "compile/graph_walk.h"
+
+namespace kiln {
+
+namespace {
+
+// Folding materialises values; past this size a constant is better computed by the kernel.
+constexpr int64_t kFoldLimit = 4096;
+
+bool is_constant(const ArrayNode& n) { return n.op != Op::Placeholder && n.data != nullptr; }
+
+// Whether every element of `n` equals `v` (checked for constants and fills; false if unknown).
+bool all_equal(const Array& a, double v) {
+  const ArrayNode& n = *a.node();
+  if (n.op == Op::Full) return n.params.value.as_double() == v;
+  if (!is_constant(n) || a.size() > 16 || a.size() == 0) return false;
+  for (double x : a.to_vector<double>())
+    if (x != v) return false;
+  return true;
+}
+
+// A cast that a round trip through `wide` undoes exactly.
+bool widens_exactly(Dtype from, Dtype wide) {
+  if (from == wide) return true;
+  if (from.is_bool()) return true;
+  if (from == int32) return wide == int64 || wide == float64;
+  if (from == float32) return wide == float64;
+  return false;
+}
+
+std::string cse_key(const ArrayNode& n) {
+  std::ostringstream os;
+  os << static_cast<int>(n.op) << '|' << n.dtype << '|' << to_string(n.shape) << '|'
+     << static_cast<int>(n.stream.origin) << n.stream.stream << '|';
+  for (const Array& in : n.inputs) os << in.id() << ',';
+  const Params& p = n.params;
+  os << '|' << int(p.unary) << ',' << int(p.binary) << ',' << int(p.reduce) << ',' << int(p.dist)
+     << ',' << p.keepdims << ',' << p.key << ',' << p.value.str() << p.value.dtype << ','
+     << p.step_value.str() << '|';
+  for (int x : p.axes) os << x << ',';
+  for (auto* v : {&p.start, &p.stop, &p.step}) {
+    os << '|';
+    for (int64_t x : *v) os << x << ',';
+  }
+  return os.str();
+}
+
+class Simplifier {
+ public:
+  explicit Simplifier(PassStats* stats) : stats_(stats ? stats : &local_) {}
+
+  std::vector<Array> run(const std::vector<Array>& outputs, const std::vector<Array>& inputs) {
+    std::unordered_set<const ArrayNode*> ins;
+    for (const Array& a : inputs) ins.insert(a.node().get());
+    auto leaf = [&](const ArrayNode& n) {
+      return ins.count(&n) || n.op == Op::Placeholder || n.data || n.error;
+    };
+    for (const Array& a : topological_order(outputs, leaf)) {
+      if (leaf(*a.node())) {
+        map_.emplace(a.node().get(), canonical_constant(a));
+        continue;
+      }
+      map_.emplace(a.node().get(), rewrite(a));
+    }
+    std::vector<Array> out;
+    for (const Array& o : outputs) out.push_back(map_.at(o.node().get()));
+    return out;
+  }
+
+ private:
+  // Small constants with equal values become one node, so expressions using them CSE.
+  Array canonical_constant(const Array& a) {
+    const ArrayNode& n = *a.node();
+    if (!is_constant(n) || a.size() > 16) return a;
+    std::vector<unsigned char> bytes(a.nbytes());
+    read_data(a, bytes.data());
+    std::string key = "const|" + n.dtype.name() + to_string(n.shape) + "|" +
+                      std::string(bytes.begin(), bytes.end()) + "|" + n.stream.stream.str();
+    auto [it, fresh] = seen_.emplace(std::move(key), a);
+    if (!fresh && !it->second.same(a)) stats_->cse++;
+    return it->second;
+  }
+
+  Array rewrite(const Array& a) {
+    const ArrayNode& n = *a.node();
+    std::vector<Array> in;
+    bool changed = false;
+    for (const Array& x : n.inputs) {
+      in.push_back(map_.at(x.node().get()));
+      changed = changed || !in.back().same(x);
+    }
+    Array cur = changed ? Array(n.shape, n.dtype, n.op, n.params, in, n.stream) : a;
+    if (auto s = algebra(cur)) {
+      stats_->simplified++;
+      return *s;
+    }
+    if (auto f = fold(cur)) {
+      stats_->folded++;
+      return *f;
+    }
+    std::string key = cse_key(*cur.node());
+    auto it = seen_.find(key);
+    if (it != seen_.end()) {
+      stats_->cse++;
+      return it->second;
+    }
+    seen_.emplace(std::move(key), cur);
+    return cur;
+  }
+
+  // Returns the simpler equivalent of `a`, if one of the rules applies.
+  std::optional<Array> algebra(const Array& a) {
+    const ArrayNode& n = *a.node();
+    auto same_type = [&](const Array& x) { return x.shape() == n.shape && x.dtype() == n.dtype; };
+    if (n.op == Op::Binary) {
+      const Array &x = n.inputs[0], &y = n.inputs[1];
+      switch (n.params.binary) {
+        case BinaryOp::Multiply:
+          if (all_equal(y, 1) && same_type(x)) return x;
+          if (all_equal(x, 1) && same_type(y)) return y;
+          break;
+        case BinaryOp::Add:
+          if (all_equal(y, 0) && same_type(x)) return x;
+          if (all_equal(x, 0) && same_type(y)) return y;
+          break;
+        case BinaryOp::Subtract:
+          if (all_equal(y, 0) && same_type(x)) return x;
+          break;
+        case BinaryOp::Divide:
+          if (all_equal(y, 1) && same_type(x)) return x;
+          break;
+        default: break;
+      }
+    }
+    if (n.op == Op::Unary && n.params.unary == UnaryOp::Negative) {
+      const ArrayNode& x = *n.inputs[0].node();
+      if (x.op == Op::Unary && x.params.unary == UnaryOp::Negative && same_type(x.inputs[0]))
+        return x.inputs[0];
+    }
+    if (n.op == Op::Cast) {
+      const ArrayNode& x = *n.inputs[0].node();
+      if (x.op == Op::Cast && x.inputs[0].dtype() == n.dtype && widens_exactly(n.dtype, x.dtype))
+        return x.inputs[0];
+    }
+    if ((n.op == Op::Broadcast || n.op == Op::Reshape) && same_type(n.inputs[0]))
+      return n.inputs[0];
+    if (n.op == Op::Broadcast || n.op == Op::Reshape) {
+      const ArrayNode& x = *n.inputs[0].node();
+      if (x.op == n.op) return Array(n.shape, n.dtype, n.op, n.params, {x.inputs[0]}, n.stream);
+    }
+    return std::nullopt;
+  }
+
+  // Evaluates a small node whose inputs are all constants, on the reference interpreter (whose
+  // results define Kiln's semantics, so folding never changes an answer).
+  std::optional<Array> fold(const Array& a) {
+    const ArrayNode& n = *a.node();
+    if (n.op == Op::Random || shape_size(n.shape) > kFoldLimit) return std::nullopt;
+    for (const Array& x : n.inputs)
+      if (!is_constant(*x.node())) return std::nullopt;
+    if (n.inputs.empty() && n.op != Op::Full && n.op != Op::Arange) return std::nullopt;
+    if (n.op == Op::Full && shape_size(n.shape) > 1) return std::nullopt;  // kernels fill fast
+    ResolvedStream ref{Stream{0, Device{"reference", 0}}, StreamOrigin::Explicit};
+    Array probe(n.shape, n.dtype, n.op, n.params, n.inputs, ref);
+    try {
+      eval(probe);
+    } catch (const Error&) {
+      return std::nullopt;  // leave it to run (and fail) where the user asked
+    }
+    return Array(n.shape, n.dtype, probe.buffer(), n.stream);
+  }
+
+  PassStats local_;
+  PassStats* stats_;
+  std::unordered_map<const ArrayNode*, Array> map_;
+  std::unordered_map<std::string, Array> seen_;
+};
+
+}  // namespace
+
+std::vector<Array> simplify(const std::vector<Array>& outputs, const std::vector<Array>& inputs,
+                            PassStats* stats) {
+  return Simplifier(stats).run(outputs, inputs);
+}
+
+}  // namespace kiln

@@ -1,0 +1,22 @@
+// Graph passes run on a traced graph before fusion: common-subexpression elimination, constant
+// folding, dead-code elimination and the algebraic simplifications that matter (x*1, x+0, x-0,
+// x/1, -(-x), round-trip casts through a wider type, nested or no-op reshapes and broadcasts).
+// Passes build a new graph; the traced one is left as it was.
+#pragma once
+
+#include <vector>
+
+#include "graph/array.h"
+
+namespace kiln {
+
+struct PassStats {
+  int cse = 0, folded = 0, simplified = 0;
+};
+
+// Returns the simplified `outputs`; `inputs` are the graph's placeholders (never folded).
+// Only nodes reachable from the outputs survive (dead code is dropped).
+std::vector<Array> simplify(const std::vector<Array>& outputs, const std::vector<Array>& inputs,
+                            PassStats* stats = nullptr);
+
+}  // namespace kiln
