@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -10,6 +11,7 @@
 #include "compile/graph_walk.h"
 #include "compile/lower.h"
 #include "compile/passes.h"
+#include "compile/shapes.h"
 #include "graph/trace_state.h"
 #include "scheduler/executor.h"
 #include "scheduler/lanes.h"
@@ -47,14 +49,36 @@ Signature signature_of(const std::vector<Array>& inputs, bool shapeless) {
   return s;
 }
 
-// One traced and lowered signature.
-struct Entry {
+// A graph lowered for one set of input shapes.
+struct Lowered {
   Plan plan;
   std::vector<Array> constants;  // plan inputs after the call inputs: captured data
-  size_t num_inputs = 0;         // call args + captured `inputs` state
-  size_t num_user_outputs = 0;
   std::vector<Shape> out_shapes;
 };
+
+// One traced signature: the simplified graph, and its lowering (one per input-shape set when
+// shapeless: the kernels take runtime extents, so every shape reuses the same compiled kernels).
+struct Entry {
+  std::vector<Array> outputs;       // simplified traced graph
+  std::vector<Array> placeholders;  // call args, then captured `inputs` state
+  size_t num_user_outputs = 0;
+  std::mutex mu;
+  std::map<std::vector<int64_t>, std::shared_ptr<Lowered>> lowered;  // by input shapes
+};
+
+std::shared_ptr<Lowered> lower_entry(const std::vector<Array>& outputs,
+                                     const std::vector<Array>& placeholders, bool shapeless) {
+  LowerOptions lo;
+  lo.eager = false;
+  lo.fuse = true;
+  lo.runtime_dims = shapeless;
+  LoweredGraph lg = lower(outputs, placeholders, lo);
+  auto l = std::make_shared<Lowered>();
+  l->constants.assign(lg.inputs.begin() + static_cast<long>(placeholders.size()), lg.inputs.end());
+  for (const Array& o : outputs) l->out_shapes.push_back(o.shape());
+  l->plan = std::move(lg.plan);
+  return l;
+}
 
 }  // namespace
 
@@ -72,7 +96,8 @@ struct CompiledFunction::Impl {
 
   std::shared_ptr<Entry> trace(const std::vector<Array>& args,
                                const std::vector<Array>& state) const;
-  std::vector<Array> run(const Entry& e, const std::vector<Array>& args,
+  std::shared_ptr<Lowered> lowered_for(Entry& e, const std::vector<Array>& all) const;
+  std::vector<Array> run(const Entry& entry, const Lowered& e, const std::vector<Array>& args,
                          const std::vector<Array>& state) const;
 };
 
@@ -124,21 +149,42 @@ std::shared_ptr<Entry> CompiledFunction::Impl::trace(const std::vector<Array>& a
 
   std::vector<Array> stop = ph_args;
   stop.insert(stop.end(), ph_state.begin(), ph_state.end());
-  outputs = simplify(outputs, stop);
-  LowerOptions lo;
-  lo.eager = false;
-  lo.fuse = true;
-  LoweredGraph lg = lower(outputs, stop, lo);
   auto e = std::make_shared<Entry>();
-  e->num_inputs = stop.size();
+  e->outputs = simplify(outputs, stop, nullptr, options.shapeless);
+  e->placeholders = stop;
   e->num_user_outputs = num_user;
-  for (const Array& o : outputs) e->out_shapes.push_back(o.shape());
-  e->constants.assign(lg.inputs.begin() + static_cast<long>(stop.size()), lg.inputs.end());
-  e->plan = std::move(lg.plan);
   return e;
 }
 
-std::vector<Array> CompiledFunction::Impl::run(const Entry& e, const std::vector<Array>& args,
+std::shared_ptr<Lowered> CompiledFunction::Impl::lowered_for(Entry& e,
+                                                             const std::vector<Array>& all) const {
+  std::vector<int64_t> key;
+  for (const Array& a : all) {
+    key.push_back(a.ndim());
+    key.insert(key.end(), a.shape().begin(), a.shape().end());
+  }
+  std::lock_guard<std::mutex> lock(e.mu);
+  auto it = e.lowered.find(key);
+  if (it != e.lowered.end()) return it->second;
+  std::shared_ptr<Lowered> l;
+  bool traced_shapes = true;
+  for (size_t i = 0; i < all.size(); ++i)
+    traced_shapes = traced_shapes && all[i].shape() == e.placeholders[i].shape();
+  if (traced_shapes) {
+    l = lower_entry(e.outputs, e.placeholders, options.shapeless);
+  } else {
+    std::vector<Shape> shapes;
+    for (const Array& a : all) shapes.push_back(a.shape());
+    std::vector<Array> ph;
+    std::vector<Array> outs = replay_shapes(e.outputs, e.placeholders, shapes, ph);
+    l = lower_entry(outs, ph, true);
+  }
+  e.lowered.emplace(std::move(key), l);
+  return l;
+}
+
+std::vector<Array> CompiledFunction::Impl::run(const Entry& entry, const Lowered& e,
+                                               const std::vector<Array>& args,
                                                const std::vector<Array>& state) const {
   std::vector<Array> inputs = args;
   inputs.insert(inputs.end(), state.begin(), state.end());
@@ -166,20 +212,16 @@ std::vector<Array> CompiledFunction::Impl::run(const Entry& e, const std::vector
     outs.push_back(out);
   }
   // Write the captured outputs back, then hand the user outputs to the caller.
-  size_t k = e.num_user_outputs;
+  size_t k = entry.num_user_outputs;
   for (auto* v : options.outputs)
     for (Array& a : *v) a = outs[k++];
-  outs.erase(outs.begin() + static_cast<long>(e.num_user_outputs), outs.end());
+  outs.erase(outs.begin() + static_cast<long>(entry.num_user_outputs), outs.end());
   return outs;
 }
 
 std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& args) const {
   const Impl& im = *impl_;
   if (!compile_enabled() || is_tracing()) return im.fn(args);
-  if (im.options.shapeless)
-    throw_error(
-        "compile: shapeless=true is not implemented in this version of Kiln "
-        "(compile without it: each new shape is traced once)");
   std::vector<Array> state = im.state_inputs();
   std::vector<Array> all = args;
   all.insert(all.end(), state.begin(), state.end());
@@ -198,7 +240,8 @@ std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& args) 
     else
       entry = im.cache[sig] = im.trace(args, state);
   }
-  return im.run(*entry, args, state);
+  std::shared_ptr<Lowered> lowered = im.lowered_for(*entry, all);
+  return im.run(*entry, *lowered, args, state);
 }
 
 size_t CompiledFunction::cache_size() const {

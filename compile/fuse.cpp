@@ -37,8 +37,11 @@ bool affine_reshape(const ArrayNode& n) {
 class Emitter {
  public:
   Emitter(const NodeSet& materialized, const std::function<bool(const ArrayNode&)>& is_leaf,
-          int max_buffers)
-      : mat_(materialized), is_leaf_(is_leaf), max_buffers_(max_buffers) {}
+          int max_buffers, bool runtime_dims)
+      : mat_(materialized),
+        is_leaf_(is_leaf),
+        max_buffers_(max_buffers),
+        runtime_dims_(runtime_dims) {}
 
   // Element-wise kernel over the shared shape of `roots`.
   FusedStep elementwise(const std::vector<const ArrayNode*>& roots) {
@@ -49,7 +52,7 @@ class Emitter {
     std::vector<int> vals;
     for (const ArrayNode* r : roots) vals.push_back(emit(*r, id));
     for (size_t i = 0; i < roots.size(); ++i)
-      store(*roots[i], vals[i], id.buffer_map(contiguous_strides(shape)));
+      store(*roots[i], vals[i], pm(id.buffer_map(contiguous_strides(shape))));
     return finish(roots[0]);
   }
 
@@ -65,7 +68,7 @@ class Emitter {
     std::vector<int64_t> strides = contiguous_strides(cat.shape);
     IndexMap m = id.buffer_map(strides);
     m.offset = Dim::constant(at * strides[axis]);
-    store(cat, v, m);
+    store(cat, v, pm(m));
     return finish(&cat);
   }
 
@@ -77,8 +80,8 @@ class Emitter {
     for (int j = 0; j < x.ndim(); ++j)
       if (std::find(axes.begin(), axes.end(), j) == axes.end()) kept.push_back(j);
     int nk = static_cast<int>(kept.size()), n = x.ndim();
-    for (int j : kept) k_.domain.push_back(Dim::constant(x.shape()[j]));
-    for (int j : axes) k_.domain.push_back(Dim::constant(x.shape()[j]));
+    for (int j : kept) k_.domain.push_back(dim(x.shape()[j]));
+    for (int j : axes) k_.domain.push_back(dim(x.shape()[j]));
     View in;
     in.domain = n;
     in.coeff.assign(n, std::vector<int64_t>(n, 0));
@@ -110,15 +113,31 @@ class Emitter {
     reduce_value_ = rv;
     epilogue_nodes_ = &epilogue;
     int v = &root == &r ? rv : emit(root, out);
-    store(root, v, out.buffer_map(contiguous_strides(root.shape)));
+    store(root, v, pm(out.buffer_map(contiguous_strides(root.shape))));
     return finish(&root);
   }
 
  private:
-  static std::vector<Dim> dims(const Shape& s) {
+  // With runtime dims every extent, stride and offset is a launch parameter, so one compiled
+  // kernel serves every shape of a shapeless function.
+  Dim dim(int64_t v) {
+    if (!runtime_dims_) return Dim::constant(v);
+    params_.push_back(v);
+    return Dim::runtime(static_cast<int32_t>(params_.size()) - 1);
+  }
+  std::vector<Dim> dims(const Shape& s) {
     std::vector<Dim> d;
-    for (int64_t e : s) d.push_back(Dim::constant(e));
+    for (int64_t e : s) d.push_back(dim(e));
     return d;
+  }
+  // Zero strides stay constant: they are structural (broadcast, reduced axes of an output), and
+  // a shape that broadcasts differently is a different kernel anyway.
+  IndexMap pm(IndexMap m) {
+    if (!runtime_dims_) return m;
+    for (Dim& d : m.strides)
+      if (d.value != 0) d = dim(d.value);
+    m.offset = dim(m.offset.value);
+    return m;
   }
 
   int add(Value v) {
@@ -156,6 +175,7 @@ class Emitter {
     s.kernel = std::make_shared<const Kernel>(std::move(k_));
     s.buffers = std::move(nodes_);
     s.lane_node = lane_node;
+    s.params = std::move(params_);
     return s;
   }
 
@@ -179,7 +199,7 @@ class Emitter {
       return constant(c);
     }
     if (static_cast<int>(k_.buffers.size()) >= max_buffers_) throw Materialize{};
-    k_.buffers.push_back({n.dtype, false, v.buffer_map(contiguous_strides(n.shape))});
+    k_.buffers.push_back({n.dtype, false, pm(v.buffer_map(contiguous_strides(n.shape)))});
     nodes_.push_back(&n);
     Value val;
     val.kind = ValueKind::Load;
@@ -231,7 +251,7 @@ class Emitter {
         if (!is_buffer(in)) throw Materialize{{&in}};
         // A general reshape keeps the row-major linear index of a contiguous buffer.
         if (static_cast<int>(k_.buffers.size()) >= max_buffers_) throw Materialize{};
-        k_.buffers.push_back({in.dtype, false, v.buffer_map(contiguous_strides(n.shape))});
+        k_.buffers.push_back({in.dtype, false, pm(v.buffer_map(contiguous_strides(n.shape)))});
         nodes_.push_back(&in);
         val.kind = ValueKind::Load;
         val.buffer = static_cast<int>(k_.buffers.size()) - 1;
@@ -243,6 +263,7 @@ class Emitter {
         idx.kind = ValueKind::Index, idx.dtype = int64;
         idx.map.offset = Dim::constant(v.offset[0]);
         for (int64_t c : v.coeff[0]) idx.map.strides.push_back(Dim::constant(c));
+        idx.map = pm(idx.map);
         int i = add(idx);
         if (n.dtype != int64) {
           Value c;
@@ -260,12 +281,23 @@ class Emitter {
       case Op::Random: {
         Value idx;
         idx.kind = ValueKind::Index, idx.dtype = int64;
-        idx.map = v.buffer_map(contiguous_strides(n.shape));
+        idx.map = pm(v.buffer_map(contiguous_strides(n.shape)));
         val.kind = ValueKind::Random, val.dist = n.params.dist, val.key = n.params.key;
         val.a = add(idx);
         return add(val);
       }
       case Op::Reduce: throw Materialize{{&n}};  // another reduction's result: needs a buffer
+      case Op::Count: {
+        int64_t count = 1;
+        for (int ax : n.params.axes) count *= n.inputs[0].shape()[ax];
+        if (!runtime_dims_) return constant(Scalar::of(static_cast<double>(count)).cast(n.dtype));
+        Value idx;  // an Index with no strides is its offset: the count, as a launch parameter
+        idx.kind = ValueKind::Index, idx.dtype = int64;
+        idx.map.strides.assign(k_.domain.size(), Dim::constant(0));
+        idx.map.offset = dim(count);
+        val.kind = ValueKind::Cast, val.a = add(idx);
+        return add(val);
+      }
       default: break;
     }
     throw Error(std::string("internal: fusion reached an unmaterialised ") + op_name(n.op) +
@@ -276,6 +308,8 @@ class Emitter {
   const NodeSet& mat_;
   const std::function<bool(const ArrayNode&)>& is_leaf_;
   int max_buffers_;
+  bool runtime_dims_;
+  std::vector<int64_t> params_;  // launch values of the runtime Dims
   Kernel k_;
   std::vector<const ArrayNode*> nodes_;
   std::set<std::string> names_;
@@ -322,6 +356,7 @@ class Planner {
     for (const Array& a : order_) {
       const ArrayNode& n = *a.node();
       if (leaf(n)) continue;
+      if (n.op == Op::Count) continue;  // always computed inline from its input's shape
       if (!opts_.fuse || outputs_.count(&n)) pinned_.insert(&n);
       if (n.op == Op::Reduce || n.op == Op::Matmul || n.op == Op::Concatenate) forced_.insert(&n);
       for (const Array& in : n.inputs) {
@@ -383,7 +418,7 @@ class Planner {
   template <typename F>
   FusedStep emit_or_split(const std::vector<const ArrayNode*>& roots, F&& f) {
     try {
-      Emitter e(mat_, is_leaf_, opts_.max_buffers);
+      Emitter e(mat_, is_leaf_, opts_.max_buffers, opts_.runtime_dims);
       return f(e);
     } catch (const Materialize& m) {
       if (!m.nodes.empty()) throw;
@@ -452,7 +487,7 @@ class Planner {
         std::vector<const ArrayNode*> trial = roots;
         trial.push_back(b);
         try {
-          Emitter e(mat_, is_leaf_, opts_.max_buffers);
+          Emitter e(mat_, is_leaf_, opts_.max_buffers, opts_.runtime_dims);
           e.elementwise(trial);
         } catch (const MergeConflict&) {
           continue;

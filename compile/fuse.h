@@ -18,6 +18,8 @@ namespace kiln {
 struct FusionOptions {
   bool fuse = true;
   int max_buffers = 24;  // kernel arguments; beyond this, inputs are materialised first
+  // Every extent, stride and offset a launch parameter (shapeless compile).
+  bool runtime_dims = false;
 };
 
 // One step of the lowered graph, in dependency order: a kernel, or a library call (matmul).
@@ -26,6 +28,7 @@ struct FusedStep {
   std::vector<const ArrayNode*> buffers;  // per kernel buffer: the node whose data it reads/writes
   const ArrayNode* matmul = nullptr;      // the matmul node, for library steps
   const ArrayNode* lane_node = nullptr;   // every node of the step shares this node's lane
+  std::vector<int64_t> params;            // launch values of the kernel's runtime Dims
 };
 
 // `order` lists the graph's nodes inputs-first (leaves included); `is_leaf` tells plan inputs;

@@ -43,6 +43,7 @@ class Lowering {
         [&](const ArrayNode& a, const ArrayNode& b) { return lane_spec(a) == lane_spec(b); };
     FusionOptions fo;
     fo.fuse = opts_.fuse;
+    fo.runtime_dims = opts_.runtime_dims;
     for (const FusedStep& step : fuse(order, outputs, leaf, same_lane, fo)) add_step(step);
     for (const Array& out : outputs) result_.plan.add_output(info_.at(out.node().get()).slot);
     result_.plan.finalize();
@@ -150,6 +151,7 @@ class Lowering {
       t.kind = TaskKind::Kernel;
       t.name = step.kernel->name;
       t.kernel = step.kernel;
+      t.params = step.params;
       for (size_t b = 0; b < step.buffers.size(); ++b) {
         const ArrayNode& n = *step.buffers[b];
         if (step.kernel->buffers[b].output) {

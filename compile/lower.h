@@ -17,6 +17,8 @@ struct LowerOptions {
   // Fuse element-wise chains, reductions and their epilogues into shared kernels; off, every
   // primitive is its own kernel (eager evaluation).
   bool fuse = false;
+  // Kernels take every extent, stride and offset at launch (shapeless compile).
+  bool runtime_dims = false;
 };
 
 struct LoweredGraph {

@@ -54,7 +54,8 @@ std::string cse_key(const ArrayNode& n) {
 
 class Simplifier {
  public:
-  explicit Simplifier(PassStats* stats) : stats_(stats ? stats : &local_) {}
+  Simplifier(PassStats* stats, bool shapeless)
+      : stats_(stats ? stats : &local_), shapeless_(shapeless) {}
 
   std::vector<Array> run(const std::vector<Array>& outputs, const std::vector<Array>& inputs) {
     std::unordered_set<const ArrayNode*> ins;
@@ -118,7 +119,11 @@ class Simplifier {
   // Returns the simpler equivalent of `a`, if one of the rules applies.
   std::optional<Array> algebra(const Array& a) {
     const ArrayNode& n = *a.node();
+    // Under shapeless the identity must hold for every shape: only 0-d constants qualify.
     auto same_type = [&](const Array& x) { return x.shape() == n.shape && x.dtype() == n.dtype; };
+    auto all_equal = [&](const Array& c, double v) {
+      return (!shapeless_ || c.ndim() == 0) && kiln::all_equal(c, v);
+    };
     if (n.op == Op::Binary) {
       const Array &x = n.inputs[0], &y = n.inputs[1];
       switch (n.params.binary) {
@@ -149,8 +154,16 @@ class Simplifier {
       if (x.op == Op::Cast && x.inputs[0].dtype() == n.dtype && widens_exactly(n.dtype, x.dtype))
         return x.inputs[0];
     }
+    if (shapeless_ && (n.op == Op::Broadcast || n.op == Op::Reshape || n.op == Op::Slice))
+      return std::nullopt;
     if ((n.op == Op::Broadcast || n.op == Op::Reshape) && same_type(n.inputs[0]))
       return n.inputs[0];
+    if (n.op == Op::Slice && same_type(n.inputs[0])) {
+      bool whole = true;
+      for (size_t i = 0; i < n.shape.size(); ++i)
+        whole = whole && n.params.start[i] == 0 && n.params.step[i] == 1;
+      if (whole) return n.inputs[0];
+    }
     if (n.op == Op::Broadcast || n.op == Op::Reshape) {
       const ArrayNode& x = *n.inputs[0].node();
       if (x.op == n.op) return Array(n.shape, n.dtype, n.op, n.params, {x.inputs[0]}, n.stream);
@@ -179,6 +192,7 @@ class Simplifier {
 
   PassStats local_;
   PassStats* stats_;
+  bool shapeless_;
   std::unordered_map<const ArrayNode*, Array> map_;
   std::unordered_map<std::string, Array> seen_;
 };
@@ -186,8 +200,8 @@ class Simplifier {
 }  // namespace
 
 std::vector<Array> simplify(const std::vector<Array>& outputs, const std::vector<Array>& inputs,
-                            PassStats* stats) {
-  return Simplifier(stats).run(outputs, inputs);
+                            PassStats* stats, bool shapeless) {
+  return Simplifier(stats, shapeless).run(outputs, inputs);
 }
 
 }  // namespace kiln

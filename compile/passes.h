@@ -16,7 +16,9 @@ struct PassStats {
 
 // Returns the simplified `outputs`; `inputs` are the graph's placeholders (never folded).
 // Only nodes reachable from the outputs survive (dead code is dropped).
+// With `shapeless`, rules that hold only for the traced shapes (dropping a no-op reshape or
+// broadcast, x*1 where the 1 could broadcast) are skipped: the graph must serve every shape.
 std::vector<Array> simplify(const std::vector<Array>& outputs, const std::vector<Array>& inputs,
-                            PassStats* stats = nullptr);
+                            PassStats* stats = nullptr, bool shapeless = false);
 
 }  // namespace kiln

@@ -19,21 +19,11 @@ void convert(const S* src, T* dst, int64_t n) {
 template <typename T>
 void convert_from(Dtype d, const void* src, T* dst, int64_t n) {
   switch (d.kind) {
-    case Dtype::Kind::Bool:
-      convert(static_cast<const bool*>(src), dst, n);
-      break;
-    case Dtype::Kind::Int32:
-      convert(static_cast<const int32_t*>(src), dst, n);
-      break;
-    case Dtype::Kind::Int64:
-      convert(static_cast<const int64_t*>(src), dst, n);
-      break;
-    case Dtype::Kind::Float32:
-      convert(static_cast<const float*>(src), dst, n);
-      break;
-    case Dtype::Kind::Float64:
-      convert(static_cast<const double*>(src), dst, n);
-      break;
+    case Dtype::Kind::Bool: convert(static_cast<const bool*>(src), dst, n); break;
+    case Dtype::Kind::Int32: convert(static_cast<const int32_t*>(src), dst, n); break;
+    case Dtype::Kind::Int64: convert(static_cast<const int64_t*>(src), dst, n); break;
+    case Dtype::Kind::Float32: convert(static_cast<const float*>(src), dst, n); break;
+    case Dtype::Kind::Float64: convert(static_cast<const double*>(src), dst, n); break;
   }
 }
 }  // namespace

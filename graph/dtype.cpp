@@ -6,32 +6,22 @@ namespace kiln {
 
 size_t Dtype::size() const {
   switch (kind) {
-    case Kind::Bool:
-      return 1;
-    case Kind::Int32:
-      return 4;
-    case Kind::Int64:
-      return 8;
-    case Kind::Float32:
-      return 4;
-    case Kind::Float64:
-      return 8;
+    case Kind::Bool: return 1;
+    case Kind::Int32: return 4;
+    case Kind::Int64: return 8;
+    case Kind::Float32: return 4;
+    case Kind::Float64: return 8;
   }
   return 0;
 }
 
 std::string Dtype::name() const {
   switch (kind) {
-    case Kind::Bool:
-      return "bool";
-    case Kind::Int32:
-      return "int32";
-    case Kind::Int64:
-      return "int64";
-    case Kind::Float32:
-      return "float32";
-    case Kind::Float64:
-      return "float64";
+    case Kind::Bool: return "bool";
+    case Kind::Int32: return "int32";
+    case Kind::Int64: return "int64";
+    case Kind::Float32: return "float32";
+    case Kind::Float64: return "float64";
   }
   return "?";
 }

@@ -15,16 +15,11 @@ const char kMagic[] = "\x93NUMPY";
 
 std::string descr_of(Dtype d) {
   switch (d.kind) {
-    case Dtype::Kind::Bool:
-      return "|b1";
-    case Dtype::Kind::Int32:
-      return "<i4";
-    case Dtype::Kind::Int64:
-      return "<i8";
-    case Dtype::Kind::Float32:
-      return "<f4";
-    case Dtype::Kind::Float64:
-      return "<f8";
+    case Dtype::Kind::Bool: return "|b1";
+    case Dtype::Kind::Int32: return "<i4";
+    case Dtype::Kind::Int64: return "<i8";
+    case Dtype::Kind::Float32: return "<f4";
+    case Dtype::Kind::Float64: return "<f8";
   }
   return "";
 }

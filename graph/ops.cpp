@@ -1,5 +1,7 @@
 #include "graph/ops.h"
 
+#include "graph/trace_state.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -146,21 +148,11 @@ Array array(const std::vector<T>& values, Shape shape, Dtype dtype, StreamOrDevi
     Scalar v = Scalar::of(values[i]).cast(dtype);
     unsigned char* dst = raw.data() + i * dtype.size();
     switch (dtype.kind) {
-      case Dtype::Kind::Bool:
-        *reinterpret_cast<bool*>(dst) = v.i != 0;
-        break;
-      case Dtype::Kind::Int32:
-        *reinterpret_cast<int32_t*>(dst) = static_cast<int32_t>(v.i);
-        break;
-      case Dtype::Kind::Int64:
-        *reinterpret_cast<int64_t*>(dst) = v.i;
-        break;
-      case Dtype::Kind::Float32:
-        *reinterpret_cast<float*>(dst) = static_cast<float>(v.f);
-        break;
-      case Dtype::Kind::Float64:
-        *reinterpret_cast<double*>(dst) = v.f;
-        break;
+      case Dtype::Kind::Bool: *reinterpret_cast<bool*>(dst) = v.i != 0; break;
+      case Dtype::Kind::Int32: *reinterpret_cast<int32_t*>(dst) = static_cast<int32_t>(v.i); break;
+      case Dtype::Kind::Int64: *reinterpret_cast<int64_t*>(dst) = v.i; break;
+      case Dtype::Kind::Float32: *reinterpret_cast<float*>(dst) = static_cast<float>(v.f); break;
+      case Dtype::Kind::Float64: *reinterpret_cast<double*>(dst) = v.f; break;
     }
   }
   return array_from_bytes(raw.data(), raw.size(), std::move(shape), dtype, std::move(s));
@@ -325,13 +317,13 @@ KILN_REDUCTION(prod, ReduceOp::Prod)
 
 Array mean(const Array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   std::vector<int> ax = normalize_axes(axes, a.ndim(), "mean");
-  int64_t n = 1;
-  for (int i : ax) n *= a.shape()[i];
   Dtype d = float_result_type(a.dtype());
   Array total = sum(astype(a, d, s), ax, keepdims, s);
-  // mean of an empty set is NaN, as in NumPy (0 * (1/0) would be too, but say it plainly).
-  double inv = n == 0 ? std::nan("") : 1.0 / static_cast<double>(n);
-  return multiply(total, scalar_constant(Scalar::of(inv).cast(d), s), s);
+  // The count is a node, not a constant, so shapeless compile sees it change with the input;
+  // the mean of an empty set is 0/0 = NaN, as in NumPy.
+  Params p;
+  p.axes = ax;
+  return divide(total, make({}, d, Op::Count, p, {a}, s), s);
 }
 Array mean(const Array& a, bool keepdims, StreamOrDevice s) {
   return mean(a, all_axes(a.ndim()), keepdims, s);
@@ -344,16 +336,28 @@ Array argmax(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
   return reduce_axis(ReduceOp::Argmax, a, axis, keepdims, s);
 }
 Array argmax(const Array& a, bool keepdims, StreamOrDevice s) {
-  Array flat = reshape(a, {a.size()}, s);
+  Array flat = flatten(a, 0, -1, s);
   Array r = reduce_axis(ReduceOp::Argmax, flat, 0, false, s);
-  return keepdims ? reshape(r, Shape(a.ndim(), 1), s) : r;
+  return keepdims ? expand_dims(r, all_axes(a.ndim()), s) : r;
 }
 
 // ---- shape ----
 
-Array reshape(const Array& a, Shape shape, StreamOrDevice s) {
+// Every reshape goes through here, recording how it was asked for (see ReshapeKind).
+static Array reshape_as(const Array& a, Shape out, ReshapeKind kind, std::vector<int> axes,
+                        std::vector<int64_t> spec, const StreamOrDevice& s) {
+  // While tracing, a no-op reshape still records what was asked (shapeless replays it).
+  if (out == a.shape() && !is_tracing()) return a;
+  Params p;
+  p.reshape = kind;
+  p.axes = std::move(axes);
+  p.shape = std::move(spec);
+  return make(std::move(out), a.dtype(), Op::Reshape, p, {a}, s);
+}
+
+Shape resolve_reshape(const Shape& in, Shape shape) {
   int infer = -1;
-  int64_t known = 1;
+  int64_t known = 1, size = shape_size(in);
   for (int i = 0; i < static_cast<int>(shape.size()); ++i) {
     if (shape[i] == -1) {
       if (infer >= 0) throw_error("reshape: ", shape, " has more than one -1 (at most one)");
@@ -365,20 +369,23 @@ Array reshape(const Array& a, Shape shape, StreamOrDevice s) {
     }
   }
   if (infer >= 0) {
-    if (known == 0 || a.size() % known != 0)
-      throw_error("reshape: cannot reshape array of shape ", a.shape(), " (", a.size(),
-                  " elements) into ", shape);
-    shape[infer] = a.size() / known;
+    if (known == 0 || size % known != 0)
+      throw_error("reshape: cannot reshape array of shape ", in, " (", size, " elements) into ",
+                  shape);
+    shape[infer] = size / known;
   }
-  if (shape_size(shape) != a.size())
-    throw_error("reshape: cannot reshape array of shape ", a.shape(), " (", a.size(),
-                " elements) into ", shape, " (", shape_size(shape), " elements)");
-  if (shape == a.shape()) return a;
-  return make(std::move(shape), a.dtype(), Op::Reshape, {}, {a}, s);
+  if (shape_size(shape) != size)
+    throw_error("reshape: cannot reshape array of shape ", in, " (", size, " elements) into ",
+                shape, " (", shape_size(shape), " elements)");
+  return shape;
 }
 
+Array reshape(const Array& a, Shape shape, StreamOrDevice s) {
+  Shape out = resolve_reshape(a.shape(), shape);
+  return reshape_as(a, std::move(out), ReshapeKind::Explicit, {}, std::move(shape), s);
+}
 Array flatten(const Array& a, int start_axis, int end_axis, StreamOrDevice s) {
-  if (a.ndim() == 0) return reshape(a, {1}, s);
+  if (a.ndim() == 0) return expand_dims(a, 0, s);
   int b = normalize_axis(start_axis, a.ndim(), "flatten");
   int e = normalize_axis(end_axis, a.ndim(), "flatten");
   if (b > e)
@@ -389,7 +396,7 @@ Array flatten(const Array& a, int start_axis, int end_axis, StreamOrDevice s) {
   for (int i = b; i <= e; ++i) n *= a.shape()[i];
   out.push_back(n);
   out.insert(out.end(), a.shape().begin() + e + 1, a.shape().end());
-  return reshape(a, out, s);
+  return reshape_as(a, out, ReshapeKind::Flatten, {b, e}, {}, s);
 }
 
 Array squeeze(const Array& a, const std::vector<int>& axes, StreamOrDevice s) {
@@ -403,7 +410,8 @@ Array squeeze(const Array& a, const std::vector<int>& axes, StreamOrDevice s) {
                   " (only extent-1 axes can be squeezed)");
     if (!drop) out.push_back(a.shape()[i]);
   }
-  return reshape(a, out, s);
+  std::sort(ax.begin(), ax.end());
+  return reshape_as(a, out, ReshapeKind::Squeeze, ax, {}, s);
 }
 
 Array squeeze(const Array& a, StreamOrDevice s) {
@@ -425,7 +433,7 @@ Array expand_dims(const Array& a, const std::vector<int>& axes, StreamOrDevice s
     else
       out.push_back(a.shape()[k++]);
   }
-  return reshape(a, out, s);
+  return reshape_as(a, out, ReshapeKind::ExpandDims, ax, {}, s);
 }
 
 Array expand_dims(const Array& a, int axis, StreamOrDevice s) {
@@ -465,8 +473,10 @@ Array broadcast_to(const Array& a, const Shape& shape, StreamOrDevice s) {
   Shape b = broadcast_shapes(a.shape(), shape, "broadcast_to");
   if (b != shape)
     throw_error("broadcast_to: array of shape ", a.shape(), " cannot be broadcast to ", shape);
-  if (shape == a.shape()) return a;
-  return make(shape, a.dtype(), Op::Broadcast, {}, {a}, s);
+  if (shape == a.shape() && !is_tracing()) return a;
+  Params p;
+  p.shape = shape;
+  return make(shape, a.dtype(), Op::Broadcast, p, {a}, s);
 }
 
 Array slice(const Array& a, std::vector<int64_t> start, std::vector<int64_t> stop,
@@ -494,7 +504,7 @@ Array slice(const Array& a, std::vector<int64_t> start, std::vector<int64_t> sto
     out[i] = std::max<int64_t>(0, len);
     identity = identity && start[i] == 0 && step[i] == 1 && out[i] == d;
   }
-  if (identity) return a;
+  if (identity && !is_tracing()) return a;
   Params p;
   p.start = std::move(start);
   p.stop = std::move(stop);
@@ -544,8 +554,8 @@ Array matmul(const Array& a, const Array& b, StreamOrDevice s) {
     throw_error("matmul: bool operands (", dtypes_str(a, b), ") are not supported");
   // NumPy: a 1-D left operand is a row vector, a 1-D right operand a column vector; the added
   // axes are removed from the result.
-  Array x = a.ndim() == 1 ? reshape(a, {1, a.shape()[0]}, s) : a;
-  Array y = b.ndim() == 1 ? reshape(b, {b.shape()[0], 1}, s) : b;
+  Array x = a.ndim() == 1 ? expand_dims(a, 0, s) : a;
+  Array y = b.ndim() == 1 ? expand_dims(b, 1, s) : b;
   int64_t k1 = x.shape().back(), k2 = y.shape()[y.ndim() - 2];
   if (k1 != k2)
     throw_error("matmul: shapes ", a.shape(), " and ", b.shape(),
@@ -558,12 +568,10 @@ Array matmul(const Array& a, const Array& b, StreamOrDevice s) {
   out.push_back(x.shape()[x.ndim() - 2]);
   out.push_back(y.shape().back());
   Array r = make(out, d, Op::Matmul, {}, {cast_if(x, d, s), cast_if(y, d, s)}, s);
-  if (a.ndim() == 1 || b.ndim() == 1) {
-    Shape fin = batch;
-    if (a.ndim() != 1) fin.push_back(x.shape()[x.ndim() - 2]);
-    if (b.ndim() != 1) fin.push_back(y.shape().back());
-    r = reshape(r, fin, s);
-  }
+  std::vector<int> added;  // the axes 1-D promotion added, removed again
+  if (a.ndim() == 1) added.push_back(r.ndim() - 2);
+  if (b.ndim() == 1) added.push_back(r.ndim() - 1);
+  if (!added.empty()) r = squeeze(r, added, s);
   return r;
 }
 
@@ -603,25 +611,19 @@ Array logsumexp(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
 Array scalar_constant(Scalar v, StreamOrDevice s) {
   unsigned char raw[8] = {};
   switch (v.dtype.kind) {
-    case Dtype::Kind::Bool:
-      raw[0] = v.i != 0;
-      break;
+    case Dtype::Kind::Bool: raw[0] = v.i != 0; break;
     case Dtype::Kind::Int32: {
       int32_t x = static_cast<int32_t>(v.i);
       std::memcpy(raw, &x, 4);
       break;
     }
-    case Dtype::Kind::Int64:
-      std::memcpy(raw, &v.i, 8);
-      break;
+    case Dtype::Kind::Int64: std::memcpy(raw, &v.i, 8); break;
     case Dtype::Kind::Float32: {
       float x = static_cast<float>(v.f);
       std::memcpy(raw, &x, 4);
       break;
     }
-    case Dtype::Kind::Float64:
-      std::memcpy(raw, &v.f, 8);
-      break;
+    case Dtype::Kind::Float64: std::memcpy(raw, &v.f, 8); break;
   }
   return array_from_bytes(raw, v.dtype.size(), {}, v.dtype, std::move(s));
 }

@@ -98,6 +98,8 @@ Array argmax(const Array& a, int axis, bool keepdims = false, StreamOrDevice s =
 
 // ---- shape ----
 Array reshape(const Array& a, Shape shape, StreamOrDevice s = {});  // one extent may be -1
+// The shape reshape(a, shape) gives for an input of shape `in` (resolving -1), or kiln::Error.
+Shape resolve_reshape(const Shape& in, Shape shape);
 Array flatten(const Array& a, int start_axis = 0, int end_axis = -1, StreamOrDevice s = {});
 Array squeeze(const Array& a, StreamOrDevice s = {});
 Array squeeze(const Array& a, const std::vector<int>& axes, StreamOrDevice s = {});

@@ -5,43 +5,28 @@ namespace kiln {
 bool Params::operator==(const Params& o) const {
   return unary == o.unary && binary == o.binary && reduce == o.reduce && dist == o.dist &&
          keepdims == o.keepdims && axes == o.axes && start == o.start && stop == o.stop &&
-         step == o.step && value == o.value && step_value == o.step_value && key == o.key;
+         step == o.step && value == o.value && step_value == o.step_value && key == o.key &&
+         reshape == o.reshape && shape == o.shape;
 }
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::Constant:
-      return "constant";
-    case Op::Placeholder:
-      return "placeholder";
-    case Op::Full:
-      return "full";
-    case Op::Arange:
-      return "arange";
-    case Op::Random:
-      return "random";
-    case Op::Unary:
-      return "unary";
-    case Op::Binary:
-      return "binary";
-    case Op::Select:
-      return "where";
-    case Op::Cast:
-      return "astype";
-    case Op::Reduce:
-      return "reduce";
-    case Op::Reshape:
-      return "reshape";
-    case Op::Transpose:
-      return "transpose";
-    case Op::Broadcast:
-      return "broadcast_to";
-    case Op::Slice:
-      return "slice";
-    case Op::Concatenate:
-      return "concatenate";
-    case Op::Matmul:
-      return "matmul";
+    case Op::Constant: return "constant";
+    case Op::Placeholder: return "placeholder";
+    case Op::Full: return "full";
+    case Op::Arange: return "arange";
+    case Op::Random: return "random";
+    case Op::Unary: return "unary";
+    case Op::Binary: return "binary";
+    case Op::Select: return "where";
+    case Op::Cast: return "astype";
+    case Op::Reduce: return "reduce";
+    case Op::Reshape: return "reshape";
+    case Op::Transpose: return "transpose";
+    case Op::Broadcast: return "broadcast_to";
+    case Op::Slice: return "slice";
+    case Op::Concatenate: return "concatenate";
+    case Op::Matmul: return "matmul";
   }
   return "?";
 }
@@ -68,16 +53,11 @@ const char* op_name(ReduceOp op) {
 
 std::string primitive_name(Op op, const Params& p) {
   switch (op) {
-    case Op::Unary:
-      return op_name(p.unary);
-    case Op::Binary:
-      return op_name(p.binary);
-    case Op::Reduce:
-      return op_name(p.reduce);
-    case Op::Random:
-      return p.dist == RandomDist::Uniform ? "uniform" : "normal";
-    default:
-      return op_name(op);
+    case Op::Unary: return op_name(p.unary);
+    case Op::Binary: return op_name(p.binary);
+    case Op::Reduce: return op_name(p.reduce);
+    case Op::Random: return p.dist == RandomDist::Uniform ? "uniform" : "normal";
+    default: return op_name(op);
   }
 }
 

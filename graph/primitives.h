@@ -46,6 +46,8 @@ enum class BinaryOp : uint8_t {
 };
 enum class ReduceOp : uint8_t { Sum, Max, Min, Prod, Argmax };
 enum class RandomDist : uint8_t { Uniform, Normal };
+// How a reshape was asked for; shapeless compile re-derives the shape from it for new inputs.
+enum class ReshapeKind : uint8_t { Explicit, Flatten, Squeeze, ExpandDims };
 
 enum class Op : uint8_t {
   Constant,     // data supplied by the user; always evaluated
@@ -64,6 +66,7 @@ enum class Op : uint8_t {
   Slice,        // params.start/stop/step per axis
   Concatenate,  // along params.axes[0]
   Matmul,       // NumPy matmul semantics (batch broadcast, 1-D promotion)
+  Count,        // 0-d: the number of elements of inputs[0] over params.axes (for mean)
 };
 
 struct Params {
@@ -77,6 +80,8 @@ struct Params {
   Scalar value;       // Full, Arange start
   Scalar step_value;  // Arange step
   uint64_t key = 0;   // Random
+  ReshapeKind reshape = ReshapeKind::Explicit;
+  std::vector<int64_t> shape;  // Reshape: the requested shape (may hold -1); Broadcast: target
 
   bool operator==(const Params& o) const;
 };

@@ -9,21 +9,13 @@ Scalar Scalar::cast(Dtype to) const {
   Scalar r;
   r.dtype = to;
   switch (to.kind) {
-    case Dtype::Kind::Bool:
-      r.i = dtype.is_float() ? (f != 0) : (i != 0);
-      break;
+    case Dtype::Kind::Bool: r.i = dtype.is_float() ? (f != 0) : (i != 0); break;
     case Dtype::Kind::Int32:
       r.i = static_cast<int32_t>(dtype.is_float() ? static_cast<int64_t>(f) : i);
       break;
-    case Dtype::Kind::Int64:
-      r.i = dtype.is_float() ? static_cast<int64_t>(f) : i;
-      break;
-    case Dtype::Kind::Float32:
-      r.f = static_cast<float>(as_double());
-      break;
-    case Dtype::Kind::Float64:
-      r.f = as_double();
-      break;
+    case Dtype::Kind::Int64: r.i = dtype.is_float() ? static_cast<int64_t>(f) : i; break;
+    case Dtype::Kind::Float32: r.f = static_cast<float>(as_double()); break;
+    case Dtype::Kind::Float64: r.f = as_double(); break;
   }
   return r;
 }

@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "backends/backend.h"
@@ -113,10 +114,19 @@ class MirrorBackend : public Backend {
   std::shared_ptr<const CompiledKernel> compile(int device, const Kernel& k) override {
     if (!fail_.empty() && k.name.find(fail_) != std::string::npos)
       throw_error("kernel ", k.name, " failed to build on ", name_, " (test double)");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hashes_.insert(k.hash());
+    }
     return ref_->compile(0, k);
   }
   std::unique_ptr<Queue> create_queue(int) override {
     return std::make_unique<MirrorQueue>(ref_->create_queue(0), async_);
+  }
+  // Distinct kernels (by content hash) this backend was asked to compile.
+  size_t distinct_kernels() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return hashes_.size();
   }
 
  private:
@@ -167,6 +177,8 @@ class MirrorBackend : public Backend {
   bool async_;
   std::string fail_;
   std::shared_ptr<Backend> ref_;
+  std::mutex mu_;
+  std::set<uint64_t> hashes_;
 };
 
 // Registered once per process: "mirror" (synchronous, non-host memory), "amirror" (asynchronous

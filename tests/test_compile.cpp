@@ -300,9 +300,70 @@ TEST(Compile, DroppedFunctionsReleaseMemory) {
   EXPECT_LT(after, before + 16 * 1024) << before << " KiB -> " << after << " KiB";
 }
 
-TEST(Compile, ShapelessIsRejectedClearly) {
-  auto f = compile([](const std::vector<Array>& in) { return in; }, {true, {}, {}});
-  expect_error([&] { f({ones({2}, float32, ref())}); }, {"shapeless"});
+TEST(Compile, ShapelessOneTraceEveryShape) {
+  static auto backend = std::make_shared<test::MirrorBackend>("shapes", false);
+  static bool registered = (register_backend(backend), true);
+  (void)registered;
+  int traces = 0;
+  auto body = [&](const std::vector<Array>& in) {
+    ++traces;
+    Array y = exp(in[0]) * 2.0f;
+    return std::vector<Array>{sum(y, -1), flatten(in[0]) + 1.0f, mean(in[0] * in[1], 0)};
+  };
+  auto f = compile(body, {true, {}, {}});
+  std::vector<Shape> shapes = {{2, 3}, {4, 5}, {1, 7}, {3, 1}};
+  size_t kernels_after_first = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    Array x = random::uniform(shapes[i], float32, random::key(i), device("reference"));
+    Array w = random::uniform({shapes[i].back()}, float32, random::key(i + 9), device("reference"));
+    std::vector<Array> got, want;
+    {
+      StreamScope scope(device("shapes"));
+      got = f({x, w});
+    }
+    {
+      StreamScope scope(ref());
+      want = body({x, w});
+      --traces;  // the eager run of the body is not a trace
+    }
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      ASSERT_EQ(got[k].shape(), want[k].shape()) << "shape " << to_string(shapes[i]);
+      auto wv = want[k].to_vector<float>();
+      expect_near(got[k].to_vector<float>(), std::vector<double>(wv.begin(), wv.end()), 1e-5);
+    }
+    if (i == 0) kernels_after_first = backend->distinct_kernels();
+  }
+  EXPECT_EQ(traces, 1) << "one trace serves every shape";
+  EXPECT_GT(kernels_after_first, 0u);
+  EXPECT_EQ(backend->distinct_kernels(), kernels_after_first)
+      << "kernels take runtime extents: no new kernel for a new shape";
+  // A new rank is a new signature.
+  {
+    StreamScope scope(ref());
+    f({ones({2, 2, 3}), ones({3})});
+  }
+  EXPECT_EQ(traces, 2);
+}
+
+TEST(Compile, ShapelessBakedShapesRaise) {
+  auto g = compile(
+      [](const std::vector<Array>& in) {
+        return std::vector<Array>{reshape(in[0], {2, 3}) * 2.0f};
+      },
+      {true, {}, {}});
+  StreamScope scope(ref());
+  expect_near(g({arange(0.0, 6.0, 1.0)})[0].to_vector<float>(), {0, 2, 4, 6, 8, 10});
+  EXPECT_EQ(g({ones({3, 2})})[0].shape(), (Shape{2, 3}));  // same size: still valid
+  expect_error([&] { g({ones({8})}); }, {"shapeless", "reshape", "(2, 3)", "(8,)"});
+  // A reshape that was a no-op at trace time is still checked.
+  auto h = compile(
+      [](const std::vector<Array>& in) { return std::vector<Array>{reshape(in[0], {4}) + 1.0f}; },
+      {true, {}, {}});
+  EXPECT_EQ(h({ones({4})})[0].shape(), (Shape{4}));
+  expect_error([&] { h({ones({5})}); }, {"shapeless", "reshape"});
+  // The function stays usable for fitting shapes afterwards.
+  expect_near(g({ones({6})})[0].to_vector<float>(), {2, 2, 2, 2, 2, 2});
 }
 
 TEST(Passes, SimplifyGraph) {
