@@ -19,6 +19,7 @@ struct CallState {
   const Plan* plan = nullptr;
   std::vector<Lane*> lanes;                         // per plan lane
   std::vector<std::shared_ptr<Buffer>> buffers;     // per slot
+  std::vector<std::shared_ptr<Buffer>> storage;     // per shared-storage group of temps
   std::vector<bool> aliased_copy;                   // per task: a copy that became an alias
   std::vector<const CompiledKernel*> task_kernels;  // per task
   std::vector<std::exception_ptr> errors;           // per task
@@ -70,7 +71,8 @@ EventPtr start_task(CallState& st, int t) {
         if (st.aliased_copy[t]) return nullptr;
         Buffer& src = *st.buffers[task.slots[0]];
         Buffer& dst = *st.buffers[task.slots[1]];
-        return st.lanes[task.lane]->queue->enqueue_copy(src, dst, dst.bytes());
+        return st.lanes[task.lane]->queue->enqueue_copy(src, dst,
+                                                        st.plan->slots()[task.slots[1]].bytes());
       }
       case TaskKind::Matmul: {
         MatmulArgs args = task.matmul;
@@ -119,8 +121,8 @@ struct GraphInstance {
       if (inline_lanes[task.lane]) {
         auto node = std::make_unique<flow::continue_node<flow::continue_msg>>(
             // The host callable is copied into the node so the hot loop touches no Task.
-            g, [this, t, is_host = task.kind == TaskKind::Host, host = task.host](
-                   const flow::continue_msg&) {
+            g, [this, t, is_host = task.kind == TaskKind::Host,
+                host = task.host](const flow::continue_msg&) {
               CallState& st = *state;
               // Fast path for host tasks: the graph's edges already order this load after any
               // failure recorded by a predecessor, so a relaxed load is enough.
@@ -216,6 +218,7 @@ void bind_buffers(const Plan& plan, CallState& st,
                   const std::vector<std::shared_ptr<Buffer>>& inputs) {
   const auto& slots = plan.slots();
   st.buffers.assign(slots.size(), nullptr);
+  st.storage.assign(plan.storage_groups(), nullptr);
   st.aliased_copy.assign(plan.tasks().size(), false);
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     const Slot& s = slots[plan.inputs[i]];
@@ -242,7 +245,15 @@ void bind_buffers(const Plan& plan, CallState& st,
       if (st.buffers[sl]) continue;
       const Slot& s = slots[sl];
       Lane& home = *st.lanes[s.lane];
-      st.buffers[sl] = home.backend->allocate(home.stream.device.index, s.bytes());
+      int group = plan.storage(sl);
+      if (group < 0) {
+        st.buffers[sl] = home.backend->allocate(home.stream.device.index, s.bytes());
+        continue;
+      }
+      auto& shared = st.storage[group];
+      if (!shared)
+        shared = home.backend->allocate(home.stream.device.index, plan.storage_bytes(group));
+      st.buffers[sl] = shared;
     }
   }
 }

@@ -48,12 +48,9 @@ Lane& lane_for(const Stream& s) {
 
 Stream resolve_lane(const LaneSpec& spec, const Stream& caller) {
   switch (spec.origin) {
-    case StreamOrigin::Default:
-      return caller;
-    case StreamOrigin::Explicit:
-      return spec.stream;
-    case StreamOrigin::Placement:
-      return Stream{0, spec.stream.device};
+    case StreamOrigin::Default: return caller;
+    case StreamOrigin::Explicit: return spec.stream;
+    case StreamOrigin::Placement: return Stream{0, spec.stream.device};
   }
   return caller;
 }

@@ -78,6 +78,73 @@ void Plan::finalize() {
       producers_[task.slots[2]].push_back(t);
     }
   }
+  assign_storage();
+}
+
+// Temporaries whose lifetimes cannot overlap share one buffer. In a DAG "cannot overlap" means:
+// every task touching the earlier slot is an ancestor of every task writing the later one, so
+// no schedule runs them at the same time. Ancestor sets are bitsets, so this runs only for plans
+// of moderate size; larger plans keep one buffer per temporary.
+void Plan::assign_storage() {
+  int n = static_cast<int>(tasks_.size());
+  storage_.assign(slots_.size(), -1);
+  storage_bytes_.clear();
+  if (n == 0 || n > 4096) return;
+  std::vector<std::vector<int>> readers(slots_.size());
+  std::vector<bool> eligible(slots_.size(), true);
+  for (int t = 0; t < n; ++t) {
+    const Task& task = tasks_[t];
+    for (size_t b = 0; b < task.slots.size(); ++b) {
+      bool writes = (task.kind == TaskKind::Kernel && task.kernel->buffers[b].output) ||
+                    (task.kind == TaskKind::Copy && b == 1) ||
+                    (task.kind == TaskKind::Matmul && b == 2);
+      if (!writes) readers[task.slots[b]].push_back(t);
+      if (task.kind == TaskKind::Copy) eligible[task.slots[b]] = false;  // copies may alias
+    }
+  }
+  size_t words = (n + 63) / 64;
+  std::vector<std::vector<uint64_t>> anc(n, std::vector<uint64_t>(words, 0));
+  for (int t : order_)
+    for (int d : tasks_[t].deps) {
+      for (size_t w = 0; w < words; ++w) anc[t][w] |= anc[d][w];
+      anc[t][d / 64] |= uint64_t{1} << (d % 64);
+    }
+  auto before = [&](int a, int b) { return (anc[b][a / 64] >> (a % 64)) & 1; };
+  std::vector<int> pos(n);
+  for (int i = 0; i < n; ++i) pos[order_[i]] = i;
+  std::vector<int> temps;
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (slots_[s].kind == SlotKind::Temp && eligible[s] && !producers_[s].empty())
+      temps.push_back(static_cast<int>(s));
+  auto first_write = [&](int s) {
+    int p = n;
+    for (int t : producers_[s]) p = std::min(p, pos[t]);
+    return p;
+  };
+  std::sort(temps.begin(), temps.end(),
+            [&](int a, int b) { return first_write(a) < first_write(b); });
+  std::vector<int> last;  // per storage: the slot that used it last
+  for (int s : temps) {
+    int chosen = -1;
+    for (size_t g = 0; g < last.size() && chosen < 0; ++g) {
+      int prev = last[g];
+      if (slots_[prev].lane != slots_[s].lane) continue;
+      bool free = true;
+      for (int w : producers_[s]) {
+        for (int u : producers_[prev]) free = free && before(u, w);
+        for (int u : readers[prev]) free = free && before(u, w);
+      }
+      if (free) chosen = static_cast<int>(g);
+    }
+    if (chosen < 0) {
+      chosen = static_cast<int>(last.size());
+      last.push_back(s);
+      storage_bytes_.push_back(0);
+    }
+    last[chosen] = s;
+    storage_[s] = chosen;
+    storage_bytes_[chosen] = std::max(storage_bytes_[chosen], slots_[s].bytes());
+  }
 }
 
 std::string Plan::str() const {

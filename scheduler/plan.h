@@ -77,6 +77,11 @@ class Plan {
   const std::vector<int>& order() const { return order_; }  // a topological order of tasks
   const std::vector<std::vector<int>>& successors() const { return succ_; }
   const std::vector<int>& producers(int slot) const { return producers_[slot]; }
+  // Temporaries that never live at the same time share storage: storage(slot) is its group
+  // (-1 for inputs, outputs and copies), storage_bytes(group) the group's size.
+  int storage(int slot) const { return storage_.empty() ? -1 : storage_[slot]; }
+  size_t storage_bytes(int group) const { return storage_bytes_[group]; }
+  size_t storage_groups() const { return storage_bytes_.size(); }
   std::string str() const;
 
   PlanRuntime& runtime() const { return *runtime_; }
@@ -88,6 +93,9 @@ class Plan {
   std::vector<int> order_;
   std::vector<std::vector<int>> succ_;
   std::vector<std::vector<int>> producers_;
+  std::vector<int> storage_;
+  std::vector<size_t> storage_bytes_;
+  void assign_storage();
   std::unique_ptr<PlanRuntime> runtime_;
 };
 

@@ -39,9 +39,7 @@ ProfileScope::~ProfileScope() {
   g_active.fetch_sub(1);
 }
 
-bool ProfileScope::active() {
-  return g_active.load(std::memory_order_relaxed) > 0;
-}
+bool ProfileScope::active() { return g_active.load(std::memory_order_relaxed) > 0; }
 
 int64_t ProfileScope::now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
