@@ -37,7 +37,8 @@ Dag random_dag(int n, int edges, unsigned seed) {
   Dag d(n);
   std::mt19937 rng(seed);
   for (int t = 1; t < n; ++t) {
-    for (int e = 0; e < edges; ++e) d[t].push_back(std::uniform_int_distribution<int>(0, t - 1)(rng));
+    for (int e = 0; e < edges; ++e)
+      d[t].push_back(std::uniform_int_distribution<int>(0, t - 1)(rng));
     std::sort(d[t].begin(), d[t].end());
     d[t].erase(std::unique(d[t].begin(), d[t].end()), d[t].end());
   }
@@ -70,8 +71,9 @@ void BM_RawTbb(benchmark::State& state) {
     for (int r : roots) nodes[r]->try_put(flow::continue_msg());
     g.wait_for_all();
   }
-  state.counters["ns_per_task"] = benchmark::Counter(
-      static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_task"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                                     benchmark::Counter::kInvert);
   state.SetLabel(kNames[state.range(0)]);
 }
 
@@ -98,9 +100,9 @@ void BM_Kiln(benchmark::State& state) {
   StreamScope scope(device("reference"));
   execute(p, {}, opt);  // builds the flow graph once
   for (auto _ : state) execute(p, {}, opt);
-  state.counters["ns_per_task"] =
-      benchmark::Counter(static_cast<double>(d.size()),
-                         benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_task"] = benchmark::Counter(
+      static_cast<double>(d.size()),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
   state.SetLabel(std::string(kNames[state.range(0)]) + (state.range(1) ? " direct" : " graph"));
 }
 
@@ -121,14 +123,15 @@ class RatioReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 BENCHMARK(BM_RawTbb)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Kiln)->Args({0, 0})->Args({1, 0})->Args({2, 0})->Args({3, 0})->Args({3, 1})
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Kiln)->Args({0, 0})->Args({1, 0})->Args({2, 0})->Args({3, 0})->Args({3, 1})->Unit(
+    benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   RatioReporter rep;
   benchmark::RunSpecifiedBenchmarks(&rep);
-  std::printf("\nper-task overhead, Kiln executor vs raw tbb::flow::graph (same DAG, same body):\n");
+  std::printf(
+      "\nper-task overhead, Kiln executor vs raw tbb::flow::graph (same DAG, same body):\n");
   for (int i = 0; i < 3; ++i) {
     std::string n = kNames[i];
     double raw = rep.per_task[n], k = rep.per_task[n + " graph"];
@@ -136,9 +139,10 @@ int main(int argc, char** argv) {
       std::printf("  %-20s raw %7.1f ns/task   kiln %7.1f ns/task   ratio %.2fx (goal <= 1.3x)\n",
                   n.c_str(), raw, k, k / raw);
   }
-  std::printf("4-task diamond, one run: raw flow graph %.3f us, kiln graph path %.3f us, "
-              "kiln direct path %.3f us (goal <= 1 us)\n",
-              rep.per_run["diamond_4"] * 1e3, rep.per_run["diamond_4 graph"] * 1e3,
-              rep.per_run["diamond_4 direct"] * 1e3);
+  std::printf(
+      "4-task diamond, one run: raw flow graph %.3f us, kiln graph path %.3f us, "
+      "kiln direct path %.3f us (goal <= 1 us)\n",
+      rep.per_run["diamond_4"] * 1e3, rep.per_run["diamond_4 graph"] * 1e3,
+      rep.per_run["diamond_4 direct"] * 1e3);
   return 0;
 }

@@ -37,6 +37,7 @@ struct SignatureHash {
 
 Signature signature_of(const std::vector<Array>& inputs, bool shapeless) {
   Signature s;
+  s.words.reserve(2 + 4 * inputs.size());
   s.words.push_back(static_cast<int64_t>(inputs.size()));
   for (const Array& a : inputs) {
     s.words.push_back(static_cast<int64_t>(a.dtype().kind));
@@ -64,6 +65,7 @@ struct Entry {
   size_t num_user_outputs = 0;
   std::mutex mu;
   std::map<std::vector<int64_t>, std::shared_ptr<Lowered>> lowered;  // by input shapes
+  std::shared_ptr<Lowered> single;  // without shapeless: the one lowering, read without a lock
 };
 
 std::shared_ptr<Lowered> lower_entry(const std::vector<Array>& outputs,
@@ -153,11 +155,14 @@ std::shared_ptr<Entry> CompiledFunction::Impl::trace(const std::vector<Array>& a
   e->outputs = simplify(outputs, stop, nullptr, options.shapeless);
   e->placeholders = stop;
   e->num_user_outputs = num_user;
+  // Without shapeless the signature fixes every shape: lower now, once, before publishing.
+  if (!options.shapeless) e->single = lower_entry(e->outputs, e->placeholders, false);
   return e;
 }
 
 std::shared_ptr<Lowered> CompiledFunction::Impl::lowered_for(Entry& e,
                                                              const std::vector<Array>& all) const {
+  if (e.single) return e.single;
   std::vector<int64_t> key;
   for (const Array& a : all) {
     key.push_back(a.ndim());
@@ -223,8 +228,12 @@ std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& args) 
   const Impl& im = *impl_;
   if (!compile_enabled() || is_tracing()) return im.fn(args);
   std::vector<Array> state = im.state_inputs();
-  std::vector<Array> all = args;
-  all.insert(all.end(), state.begin(), state.end());
+  std::vector<Array> with_state;
+  if (!state.empty()) {
+    with_state = args;
+    with_state.insert(with_state.end(), state.begin(), state.end());
+  }
+  const std::vector<Array>& all = state.empty() ? args : with_state;
   Signature sig = signature_of(all, im.options.shapeless);
   std::shared_ptr<Entry> entry;
   {

@@ -30,6 +30,13 @@ void eval_hook(const std::vector<Array>& arrays) { eval(arrays); }
 }  // namespace
 
 void eval(const std::vector<Array>& arrays) {
+  bool all_done = true;
+  for (const Array& a : arrays) all_done = all_done && is_done(*a.node());
+  if (all_done) {  // nothing to run: the common case of evaluating a compiled call's outputs
+    for (const Array& a : arrays)
+      if (a.node()->error) std::rethrow_exception(a.node()->error);
+    return;
+  }
   std::vector<Array> order = topological_order(arrays, is_done);
   std::vector<Array> pending;
   std::unordered_map<const ArrayNode*, int> refs;  // references from inside this evaluation

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -73,7 +74,22 @@ Device device(const std::string& spec) {
   return d;
 }
 
+namespace {
+// Published defaults are immutable and never freed, so readers need no lock (a handful of
+// set_default_device calls per process at most).
+std::atomic<const Device*> g_default{nullptr};
+
+const Device* publish(Device d) {
+  static std::mutex mu;
+  static std::vector<std::unique_ptr<Device>> all;
+  std::lock_guard<std::mutex> lock(mu);
+  all.push_back(std::make_unique<Device>(std::move(d)));
+  return all.back().get();
+}
+}  // namespace
+
 Device default_device() {
+  if (const Device* d = g_default.load(std::memory_order_acquire)) return *d;
   auto& s = defaults();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.device) {
@@ -93,6 +109,7 @@ Device default_device() {
       }
     }
   }
+  if (!g_default.load()) g_default.store(publish(*s.device), std::memory_order_release);
   return *s.device;
 }
 
@@ -101,6 +118,7 @@ void set_default_device(const Device& d) {
   auto& s = defaults();
   std::lock_guard<std::mutex> lock(s.mu);
   s.device = d;
+  g_default.store(publish(d), std::memory_order_release);
 }
 
 Stream default_stream(const Device& d) {

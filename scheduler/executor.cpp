@@ -17,6 +17,7 @@ namespace flow = oneapi::tbb::flow;
 // Everything one call needs; lives on the caller's stack for the duration of the call.
 struct CallState {
   const Plan* plan = nullptr;
+  const Binding* binding = nullptr;
   std::vector<Lane*> lanes;                         // per plan lane
   std::vector<std::shared_ptr<Buffer>> buffers;     // per slot
   std::vector<std::shared_ptr<Buffer>> storage;     // per shared-storage group of temps
@@ -61,6 +62,7 @@ EventPtr start_task(CallState& st, int t) {
         if (task.host) task.host();
         return nullptr;
       case TaskKind::Kernel: {
+        if (!st.task_kernels[t]) std::rethrow_exception(st.binding->build_errors[t]);
         KernelArgs args;
         args.buffers.reserve(task.slots.size());
         for (int s : task.slots) args.buffers.push_back(st.buffers[s].get());
@@ -197,22 +199,72 @@ bool usable_on(Buffer& buf, const Lane& lane) {
          (buf.host_ptr() != nullptr && lane.backend->uses_host_memory());
 }
 
-// Compiled kernels of every kernel task for its lane's device, cached on the plan.
-void bind_kernels(const Plan& plan, CallState& st) {
+// The binding of `plan` to these lanes, built on first use: lanes sorted for the order locks
+// and every kernel task compiled for its lane's device (backends cache by content hash).
+// A kernel that fails to build fails its task (and what depends on it), not the whole call;
+// such a binding is not cached, so the next call tries again.
+std::shared_ptr<const Binding> binding_for(const Plan& plan, const std::vector<Lane*>& lanes) {
   PlanRuntime& rt = plan.runtime();
-  size_t n = plan.tasks().size();
-  st.task_kernels.assign(n, nullptr);
   std::lock_guard<std::mutex> lock(rt.mu);
+  for (const auto& b : rt.bindings)
+    if (b->lanes == lanes) return b;
+  auto b = std::make_shared<Binding>();
+  b->lanes = lanes;
+  for (Lane* l : lanes) {
+    b->inline_lanes.push_back(l->inline_queue);
+    b->all_inline = b->all_inline && l->inline_queue;
+  }
+  b->distinct = lanes;
+  std::sort(b->distinct.begin(), b->distinct.end(),
+            [](Lane* x, Lane* y) { return x->stream < y->stream; });
+  b->distinct.erase(std::unique(b->distinct.begin(), b->distinct.end()), b->distinct.end());
+  size_t n = plan.tasks().size();
+  b->kernels.assign(n, nullptr);
+  b->build_errors.assign(n, nullptr);
+  bool failed = false;
   for (size_t t = 0; t < n; ++t) {
     const Task& task = plan.tasks()[t];
     if (task.kind != TaskKind::Kernel) continue;
-    Lane& lane = *st.lanes[task.lane];
+    Lane& lane = *lanes[task.lane];
     auto& vec = rt.kernels[lane.stream.device];
     if (vec.size() != n) vec.resize(n);
-    if (!vec[t]) vec[t] = lane.backend->compile(lane.stream.device.index, *task.kernel);
-    st.task_kernels[t] = vec[t].get();
+    try {
+      if (!vec[t]) vec[t] = lane.backend->compile(lane.stream.device.index, *task.kernel);
+      b->kernels[t] = vec[t].get();
+    } catch (...) {
+      b->build_errors[t] = std::current_exception();
+      failed = true;
+    }
   }
+  if (!failed) rt.bindings.push_back(b);
+  return b;
 }
+
+// Per-thread CallStates reused across calls (their vectors keep their capacity); a depth counter
+// keeps a call made from inside a task on its own state.
+struct CallStateLease {
+  struct Pool {
+    std::vector<std::unique_ptr<CallState>> states;
+    size_t depth = 0;
+  };
+  static Pool& pool() {
+    thread_local Pool p;
+    return p;
+  }
+  CallState* st;
+  CallStateLease() {
+    Pool& p = pool();
+    if (p.depth == p.states.size()) p.states.push_back(std::make_unique<CallState>());
+    st = p.states[p.depth++].get();
+    st->failed.store(false, std::memory_order_relaxed);
+  }
+  ~CallStateLease() {
+    st->buffers.clear();  // release this call's memory now
+    st->storage.clear();
+    st->errors.clear();
+    pool().depth--;
+  }
+};
 
 void bind_buffers(const Plan& plan, CallState& st,
                   const std::vector<std::shared_ptr<Buffer>>& inputs) {
@@ -285,42 +337,47 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
                   const RunOptions& options) {
   if (inputs.size() != plan.inputs.size())
     throw_error("plan takes ", plan.inputs.size(), " inputs, got ", inputs.size());
-  CallState st;
+  CallStateLease lease;
+  CallState& st = *lease.st;
   st.plan = &plan;
   Stream caller = current_stream();
-  std::vector<bool> inline_lanes;
-  for (const LaneSpec& spec : plan.lanes()) {
-    Lane& lane = lane_for(resolve_lane(spec, caller));
-    st.lanes.push_back(&lane);
-    inline_lanes.push_back(lane.inline_queue);
-  }
-  bind_kernels(plan, st);
+  st.lanes.clear();
+  for (const LaneSpec& spec : plan.lanes())
+    st.lanes.push_back(&lane_for(resolve_lane(spec, caller)));
+  std::shared_ptr<const Binding> bound = binding_for(plan, st.lanes);
+  const Binding& binding = *bound;
+  st.binding = &binding;
+  st.task_kernels = binding.kernels;
   bind_buffers(plan, st, inputs);
   st.errors.assign(plan.tasks().size(), nullptr);
   st.profiling = ProfileScope::active();
 
   // Submissions to one stream run in submission order: hold each lane's order lock (in a fixed
   // order, so two submissions touching the same streams cannot deadlock).
-  std::vector<Lane*> distinct = st.lanes;
-  std::sort(distinct.begin(), distinct.end(),
-            [](Lane* a, Lane* b) { return a->stream < b->stream; });
-  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-  std::vector<std::unique_lock<std::mutex>> locks;
-  for (Lane* l : distinct) locks.emplace_back(l->order);
+  struct OrderLocks {
+    const std::vector<Lane*>& lanes;
+    explicit OrderLocks(const std::vector<Lane*>& l) : lanes(l) {
+      for (Lane* x : lanes) x->order.lock();
+    }
+    ~OrderLocks() {
+      for (auto it = lanes.rbegin(); it != lanes.rend(); ++it) (*it)->order.unlock();
+    }
+  } locks(binding.distinct);
 
-  bool all_inline = std::all_of(inline_lanes.begin(), inline_lanes.end(), [](bool b) { return b; });
   bool direct = options.path == RunOptions::Path::Direct ||
-                (options.path == RunOptions::Path::Auto && all_inline &&
+                (options.path == RunOptions::Path::Auto && binding.all_inline &&
                  static_cast<int>(plan.tasks().size()) <= options.direct_max_tasks);
   if (direct) {
     for (int t : plan.order()) run_task_blocking(st, t);
   } else {
-    auto g = acquire_graph(plan, inline_lanes);
+    auto g = acquire_graph(plan, binding.inline_lanes);
     g->run(st);
-    release_graph(plan, inline_lanes, std::move(g));
+    release_graph(plan, binding.inline_lanes, std::move(g));
   }
 
   RunResult r;
+  r.errors.reserve(plan.outputs.size());
+  r.outputs.reserve(plan.outputs.size());
   for (int slot : plan.outputs) {
     std::exception_ptr err;
     for (int t : plan.producers(slot))

@@ -30,7 +30,18 @@ void synchronize_hook(const Stream& s) {
 
 }  // namespace
 
+static Lane& lane_for_slow(const Stream& s);
+
 Lane& lane_for(const Stream& s) {
+  // Lanes live for the whole process, so a per-thread memo of the last one is always valid.
+  thread_local const Lane* last = nullptr;
+  if (last && last->stream == s) return const_cast<Lane&>(*last);
+  Lane& l = lane_for_slow(s);
+  last = &l;
+  return l;
+}
+
+static Lane& lane_for_slow(const Stream& s) {
   Lanes& all = lanes();
   std::lock_guard<std::mutex> lock(all.mu);
   auto it = all.lanes.find(s);
