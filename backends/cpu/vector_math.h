@@ -11,12 +11,11 @@
 //   exp        Cody-Waite by ln2, degree-7 Taylor, 2-step 2^n scaling      1 ulp
 //   log        fdlibm-style s = f/(2+f) series on [sqrt(.5), sqrt(2))      1 ulp
 //   erf        |x|<1: x*P6(x^2); else 1-exp(Q10(|x|-2.5)) (Chebyshev fits) 2 ulp
-//   tanh       |x|<0.625: x+x^3*P5(x^2); else 1-2/(exp(2|x|)+1)            2 ulp
+//   tanh       |x|<0.625: x+x^3*P5(x^2); else 1-2/(exp(2|x|)+1)            1 ulp
 //   sigmoid    1/(1+exp(-x))                                               2 ulp
-//   sin, cos   reduction by pi/2 in double (3-part, FMA), Taylor on |r|<=pi/4  1 ulp (|x|<2^48)
+//   sin, cos   reduction by pi/2 in double (3-part, FMA), Taylor, |r|<=pi/4  2 ulp (|x|<2^48)
 //   pow        computed in double: exp2(y*log2|x|) with in-house series    1 ulp
 //   sqrt       llvm.sqrt (correctly rounded); rsqrt: 1/sqrt in double      0 ulp (exact)
-// (The numbers here are the ones the tests assert; see the final report for measured maxima.)
 // Denormal results (exp of x < -87.3) may be off by one denormal step (double rounding).
 // sin/cos of |x| >= 2^48 lose accuracy (the 3-part reduction is no longer exact).
 #pragma once
