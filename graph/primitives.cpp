@@ -27,6 +27,7 @@ const char* op_name(Op op) {
     case Op::Slice: return "slice";
     case Op::Concatenate: return "concatenate";
     case Op::Matmul: return "matmul";
+    case Op::Count: return "count";
   }
   return "?";
 }

@@ -1,0 +1,665 @@
+#include "backends/cpu/codegen.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+
+#include "backends/cpu/vector_math.h"
+#include "graph/error.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+using llvm::IRBuilder;
+using llvm::Type;
+
+constexpr double kTwoPi = 6.283185307179586476925286766559;
+
+class Codegen {
+ public:
+  Codegen(const Kernel& k, const std::string& symbol, const CodegenTarget& target,
+          llvm::LLVMContext& ctx)
+      : k_(k), ctx_(ctx), mod_(std::make_unique<llvm::Module>("kiln_" + symbol, ctx)), b_(ctx) {
+    mod_->setTargetTriple(target.triple);
+    make_function(symbol, target);
+  }
+
+  std::unique_ptr<llvm::Module> run() {
+    load_arguments();
+    point_.assign(k_.ndim(), nullptr);
+    if (k_.kept_axes() == 0)
+      emit_single_point();
+    else
+      emit_rows();
+    b_.CreateRetVoid();
+    return std::move(mod_);
+  }
+
+ private:
+  // ---- types and constants -------------------------------------------------------------
+  Type* reg_type(Dtype d) {  // how a value lives in registers
+    switch (d.kind) {
+      case Dtype::Kind::Bool:
+        return b_.getInt1Ty();
+      case Dtype::Kind::Int32:
+        return b_.getInt32Ty();
+      case Dtype::Kind::Int64:
+        return b_.getInt64Ty();
+      case Dtype::Kind::Float32:
+        return b_.getFloatTy();
+      case Dtype::Kind::Float64:
+        return b_.getDoubleTy();
+    }
+    return nullptr;
+  }
+  Type* mem_type(Dtype d) { return d.is_bool() ? b_.getInt8Ty() : reg_type(d); }
+  llvm::Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
+  llvm::Value* fconst(Dtype d, double v) { return llvm::ConstantFP::get(reg_type(d), v); }
+  llvm::Value* iconst(Dtype d, int64_t v) {
+    return llvm::ConstantInt::get(reg_type(d), static_cast<uint64_t>(v), true);
+  }
+
+  // ---- function skeleton -----------------------------------------------------------------
+  void make_function(const std::string& symbol, const CodegenTarget& target) {
+    Type* ptr = b_.getInt8PtrTy();
+    auto* fty = llvm::FunctionType::get(
+        b_.getVoidTy(),
+        {ptr->getPointerTo(), b_.getInt64Ty()->getPointerTo(), b_.getInt64Ty(), b_.getInt64Ty()},
+        false);
+    fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, symbol, *mod_);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    if (!target.cpu.empty()) fn_->addFnAttr("target-cpu", target.cpu);
+    if (!target.features.empty()) fn_->addFnAttr("target-features", target.features);
+    entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry_);
+  }
+
+  llvm::AllocaInst* entry_alloca(Type* t) {
+    IRBuilder<> eb(entry_, entry_->begin());
+    return eb.CreateAlloca(t);
+  }
+
+  // Buffer pointers and every runtime parameter are loaded once, in the entry block.
+  void load_arguments() {
+    auto args = fn_->arg_begin();
+    llvm::Value* bufs = &*args++;
+    llvm::Value* params = &*args++;
+    begin_ = &*args++;
+    end_ = &*args++;
+    for (size_t i = 0; i < k_.buffers.size(); ++i) {
+      llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getInt8PtrTy(), bufs, i);
+      buf_ptrs_.push_back(b_.CreateLoad(b_.getInt8PtrTy(), slot));
+    }
+    int max_param = -1;
+    auto see = [&](const Dim& d) { max_param = std::max(max_param, static_cast<int>(d.param)); };
+    for (const Dim& d : k_.domain) see(d);
+    auto see_map = [&](const IndexMap& m) {
+      for (const Dim& d : m.strides) see(d);
+      see(m.offset);
+    };
+    for (const KernelBuffer& b : k_.buffers) see_map(b.map);
+    for (const Value& v : k_.body)
+      if (v.kind == ValueKind::Index) see_map(v.map);
+    for (int p = 0; p <= max_param; ++p) {
+      llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), params, p);
+      params_.push_back(b_.CreateLoad(b_.getInt64Ty(), slot));
+    }
+    for (const Dim& d : k_.domain) extents_.push_back(dim(d));
+  }
+
+  llvm::Value* dim(const Dim& d) { return d.is_runtime() ? params_[d.param] : i64(d.value); }
+
+  // ---- loops -----------------------------------------------------------------------------
+  // The innermost loop carries llvm.loop.vectorize.enable so the vectoriser accepts the runtime
+  // alias checks a fused kernel with many buffers needs (inputs may alias outputs: donation).
+  llvm::MDNode* vectorize_md() {
+    llvm::Metadata* enable[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
+                                llvm::ConstantAsMetadata::get(b_.getTrue())};
+    llvm::Metadata* ops[] = {nullptr, llvm::MDNode::get(ctx_, enable)};
+    llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);
+    md->replaceOperandWith(0, md);
+    return md;
+  }
+
+  // for (i = start; i < stop; ++i) body(i). The counter lives in an alloca that SROA turns
+  // into a phi; the O3 pipeline rotates the loop.
+  void loop(llvm::Value* start, llvm::Value* stop, bool innermost,
+            const std::function<void(llvm::Value*)>& body) {
+    llvm::AllocaInst* iv = entry_alloca(b_.getInt64Ty());
+    b_.CreateStore(start, iv);
+    auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+    auto* inner = llvm::BasicBlock::Create(ctx_, "body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::Value* i = b_.CreateLoad(b_.getInt64Ty(), iv);
+    b_.CreateCondBr(b_.CreateICmpSLT(i, stop), inner, exit);
+    b_.SetInsertPoint(inner);
+    body(i);
+    b_.CreateStore(b_.CreateNSWAdd(i, i64(1)), iv);
+    llvm::BranchInst* back = b_.CreateBr(header);
+    if (innermost) back->setMetadata(llvm::LLVMContext::MD_loop, vectorize_md());
+    b_.SetInsertPoint(exit);
+  }
+
+  void emit_single_point() {
+    auto* body = llvm::BasicBlock::Create(ctx_, "point", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "done", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLT(begin_, end_), body, exit);
+    b_.SetInsertPoint(body);
+    emit_point();
+    b_.CreateBr(exit);
+    b_.SetInsertPoint(exit);
+  }
+
+  // Walks [begin, end) of the flattened kept domain one row (a run of the innermost kept axis)
+  // at a time: the multi-index is recomputed by division once per row, not per point.
+  void emit_rows() {
+    int kept = k_.kept_axes();
+    llvm::AllocaInst* lin = entry_alloca(b_.getInt64Ty());
+    b_.CreateStore(begin_, lin);
+    auto* header = llvm::BasicBlock::Create(ctx_, "rows", fn_);
+    auto* row = llvm::BasicBlock::Create(ctx_, "row", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "rows_done", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::Value* at = b_.CreateLoad(b_.getInt64Ty(), lin);
+    b_.CreateCondBr(b_.CreateICmpSLT(at, end_), row, exit);
+    b_.SetInsertPoint(row);
+    llvm::Value* rem = at;
+    std::vector<llvm::Value*> idx(kept);
+    for (int a = kept - 1; a >= 0; --a) {
+      if (a == 0) {
+        idx[a] = rem;
+      } else {
+        idx[a] = b_.CreateURem(rem, extents_[a]);
+        rem = b_.CreateUDiv(rem, extents_[a]);
+      }
+    }
+    for (int a = 0; a < kept - 1; ++a) point_[a] = idx[a];
+    llvm::Value* j0 = idx[kept - 1];
+    llvm::Value* n = b_.CreateBinaryIntrinsic(
+        llvm::Intrinsic::smin, b_.CreateSub(extents_[kept - 1], j0), b_.CreateSub(end_, at));
+    loop(j0, b_.CreateNSWAdd(j0, n), !k_.reduce, [&](llvm::Value* j) {
+      point_[kept - 1] = j;
+      emit_point();
+    });
+    b_.CreateStore(b_.CreateNSWAdd(at, n), lin);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+  }
+
+  // One kept point: the whole body, or reduction + epilogue; then the stores.
+  void emit_point() {
+    vals_.assign(k_.body.size(), nullptr);
+    int n = static_cast<int>(k_.body.size());
+    if (k_.reduce) {
+      emit_reduction();
+      for (int i = k_.reduce->value + 1; i < n; ++i) vals_[i] = emit_value(i);
+    } else {
+      for (int i = 0; i < n; ++i) vals_[i] = emit_value(i);
+    }
+    for (const Store& s : k_.stores) {
+      const KernelBuffer& buf = k_.buffers[s.buffer];
+      llvm::Value* v = vals_[s.value];
+      if (buf.dtype.is_bool()) v = b_.CreateZExt(v, b_.getInt8Ty());
+      b_.CreateStore(v, element_ptr(s.buffer));
+    }
+  }
+
+  // ---- addresses ---------------------------------------------------------------------------
+  llvm::Value* address(const IndexMap& m) {
+    llvm::Value* a = dim(m.offset);
+    for (size_t k = 0; k < m.strides.size(); ++k) {
+      const Dim& s = m.strides[k];
+      if (s == Dim::constant(0)) continue;
+      llvm::Value* term = s == Dim::constant(1) ? point_[k] : b_.CreateNSWMul(point_[k], dim(s));
+      a = b_.CreateNSWAdd(a, term);
+    }
+    return a;
+  }
+
+  llvm::Value* element_ptr(int buffer) {
+    Type* t = mem_type(k_.buffers[buffer].dtype);
+    return b_.CreateInBoundsGEP(t, buf_ptrs_[buffer], address(k_.buffers[buffer].map));
+  }
+
+  // ---- values ------------------------------------------------------------------------------
+  llvm::Value* emit_value(int i) {
+    const Value& v = k_.body[i];
+    switch (v.kind) {
+      case ValueKind::Load: {
+        Dtype d = k_.buffers[v.buffer].dtype;
+        llvm::Value* x = b_.CreateLoad(mem_type(d), element_ptr(v.buffer));
+        return d.is_bool() ? b_.CreateICmpNE(x, b_.getInt8(0)) : x;
+      }
+      case ValueKind::Constant:
+        return constant(v);
+      case ValueKind::Index:
+        return address(v.map);
+      case ValueKind::Unary:
+        return unary(v.unary, vals_[v.a], v.dtype);
+      case ValueKind::Binary:
+        return binary(v.binary, vals_[v.a], vals_[v.b], k_.body[v.a].dtype, v.dtype);
+      case ValueKind::Select:
+        return b_.CreateSelect(to_bool(vals_[v.a], k_.body[v.a].dtype), vals_[v.b], vals_[v.c]);
+      case ValueKind::Cast:
+        return cast(vals_[v.a], k_.body[v.a].dtype, v.dtype);
+      case ValueKind::Random:
+        return random(v, vals_[v.a], k_.body[v.a].dtype);
+      case ValueKind::Reduce:
+        return vals_[i];  // set by emit_reduction
+    }
+    return nullptr;
+  }
+
+  llvm::Value* constant(const Value& v) {
+    const Scalar& c = v.constant;
+    if (v.dtype.is_float()) {
+      double f = c.dtype.is_float() ? c.f : static_cast<double>(c.i);
+      if (v.dtype == float32) f = static_cast<float>(f);
+      return fconst(v.dtype, f);
+    }
+    int64_t i = c.dtype.is_float() ? static_cast<int64_t>(c.f) : c.i;
+    if (v.dtype.is_bool()) return b_.getInt1(i != 0);
+    return iconst(v.dtype, i);
+  }
+
+  llvm::Value* to_bool(llvm::Value* x, Dtype d) {
+    if (d.is_bool()) return x;
+    if (d.is_float()) return b_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0.0));
+    return b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
+  }
+
+  llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* x) {
+    return b_.CreateUnaryIntrinsic(id, x);
+  }
+
+  llvm::Value* libm(const char* name, std::vector<llvm::Value*> args) {
+    std::vector<Type*> types(args.size(), b_.getDoubleTy());
+    auto* fty = llvm::FunctionType::get(b_.getDoubleTy(), types, false);
+    llvm::FunctionCallee f = mod_->getOrInsertFunction(name, fty);
+    return b_.CreateCall(f, args);
+  }
+
+  llvm::Value* unary(UnaryOp op, llvm::Value* x, Dtype d) {
+    if (d.is_float()) return unary_float(op, x, d);
+    // Integers (bools computed as int32 and narrowed back with != 0, as scalar::wrap does).
+    llvm::Value* a = d.is_bool() ? b_.CreateZExt(x, b_.getInt32Ty()) : x;
+    llvm::Value* zero = llvm::ConstantInt::get(a->getType(), 0);
+    llvm::Value* r = a;
+    switch (op) {
+      case UnaryOp::Negative:
+        r = b_.CreateSub(zero, a);
+        break;
+      case UnaryOp::Abs:
+        r = b_.CreateSelect(b_.CreateICmpSLT(a, zero), b_.CreateSub(zero, a), a);
+        break;
+      case UnaryOp::LogicalNot:
+        r = b_.CreateZExt(b_.CreateICmpEQ(a, zero), a->getType());
+        break;
+      default:
+        break;  // floor/ceil of an integer is the integer
+    }
+    return d.is_bool() ? b_.CreateICmpNE(r, zero) : r;
+  }
+
+  llvm::Value* unary_float(UnaryOp op, llvm::Value* x, Dtype d) {
+    bool f32 = d == float32;
+    switch (op) {
+      case UnaryOp::Negative:
+        return b_.CreateFNeg(x);
+      case UnaryOp::Abs:
+        return intrinsic(llvm::Intrinsic::fabs, x);
+      case UnaryOp::Sqrt:
+        return intrinsic(llvm::Intrinsic::sqrt, x);
+      case UnaryOp::Rsqrt:
+        return f32 ? vmath::rsqrt_f32(b_, x)
+                   : b_.CreateFDiv(fconst(d, 1.0), intrinsic(llvm::Intrinsic::sqrt, x));
+      case UnaryOp::Floor:
+        return intrinsic(llvm::Intrinsic::floor, x);
+      case UnaryOp::Ceil:
+        return intrinsic(llvm::Intrinsic::ceil, x);
+      case UnaryOp::LogicalNot:
+        return b_.CreateSelect(b_.CreateFCmpOEQ(x, fconst(d, 0)), fconst(d, 1), fconst(d, 0));
+      case UnaryOp::Exp:
+        return f32 ? vmath::exp_f32(b_, x) : libm("exp", {x});
+      case UnaryOp::Log:
+        return f32 ? vmath::log_f32(b_, x) : libm("log", {x});
+      case UnaryOp::Sin:
+        return f32 ? vmath::sin_f32(b_, x) : libm("sin", {x});
+      case UnaryOp::Cos:
+        return f32 ? vmath::cos_f32(b_, x) : libm("cos", {x});
+      case UnaryOp::Tanh:
+        return f32 ? vmath::tanh_f32(b_, x) : libm("tanh", {x});
+      case UnaryOp::Erf:
+        return f32 ? vmath::erf_f32(b_, x) : libm("erf", {x});
+      case UnaryOp::Sigmoid:
+        if (f32) return vmath::sigmoid_f32(b_, x);
+        return b_.CreateFDiv(fconst(d, 1),
+                             b_.CreateFAdd(fconst(d, 1), libm("exp", {b_.CreateFNeg(x)})));
+    }
+    return x;
+  }
+
+  // `d` is the operand dtype, `out` the result's (bool for comparisons).
+  llvm::Value* binary(BinaryOp op, llvm::Value* x, llvm::Value* y, Dtype d, Dtype out) {
+    if (d.is_float()) return binary_float(op, x, y, d);
+    bool narrow = d.is_bool();
+    llvm::Value* a = narrow ? b_.CreateZExt(x, b_.getInt32Ty()) : x;
+    llvm::Value* c = narrow ? b_.CreateZExt(y, b_.getInt32Ty()) : y;
+    Type* t = a->getType();
+    llvm::Value* zero = llvm::ConstantInt::get(t, 0);
+    llvm::Value* r = nullptr;
+    switch (op) {
+      case BinaryOp::Add:
+        r = b_.CreateAdd(a, c);
+        break;
+      case BinaryOp::Subtract:
+        r = b_.CreateSub(a, c);
+        break;
+      case BinaryOp::Multiply:
+        r = b_.CreateMul(a, c);
+        break;
+      case BinaryOp::Divide: {
+        // b == 0 gives 0 (scalar_ops); b == -1 is negation, so INT_MIN / -1 wraps, never traps.
+        llvm::Value* minus1 = llvm::ConstantInt::get(t, -1, true);
+        llvm::Value* special = b_.CreateOr(b_.CreateICmpEQ(c, zero), b_.CreateICmpEQ(c, minus1));
+        llvm::Value* q =
+            b_.CreateSDiv(a, b_.CreateSelect(special, llvm::ConstantInt::get(t, 1), c));
+        llvm::Value* s = b_.CreateSelect(b_.CreateICmpEQ(c, zero), zero, b_.CreateSub(zero, a));
+        r = b_.CreateSelect(special, s, q);
+        break;
+      }
+      case BinaryOp::Power:
+        r = b_.CreateCall(ipow(),
+                          {b_.CreateSExt(a, b_.getInt64Ty()), b_.CreateSExt(c, b_.getInt64Ty())});
+        r = b_.CreateTrunc(r, t);
+        break;
+      case BinaryOp::Maximum:
+        r = b_.CreateSelect(b_.CreateICmpSGT(a, c), a, c);
+        break;
+      case BinaryOp::Minimum:
+        r = b_.CreateSelect(b_.CreateICmpSLT(a, c), a, c);
+        break;
+      case BinaryOp::Equal:
+        return b_.CreateICmpEQ(a, c);
+      case BinaryOp::NotEqual:
+        return b_.CreateICmpNE(a, c);
+      case BinaryOp::Less:
+        return b_.CreateICmpSLT(a, c);
+      case BinaryOp::LessEqual:
+        return b_.CreateICmpSLE(a, c);
+      case BinaryOp::Greater:
+        return b_.CreateICmpSGT(a, c);
+      case BinaryOp::GreaterEqual:
+        return b_.CreateICmpSGE(a, c);
+      case BinaryOp::LogicalAnd:
+        return b_.CreateAnd(b_.CreateICmpNE(a, zero), b_.CreateICmpNE(c, zero));
+      case BinaryOp::LogicalOr:
+        return b_.CreateOr(b_.CreateICmpNE(a, zero), b_.CreateICmpNE(c, zero));
+    }
+    if (narrow || out.is_bool()) return b_.CreateICmpNE(r, zero);
+    return r;
+  }
+
+  llvm::Value* binary_float(BinaryOp op, llvm::Value* a, llvm::Value* c, Dtype d) {
+    switch (op) {
+      case BinaryOp::Add:
+        return b_.CreateFAdd(a, c);
+      case BinaryOp::Subtract:
+        return b_.CreateFSub(a, c);
+      case BinaryOp::Multiply:
+        return b_.CreateFMul(a, c);
+      case BinaryOp::Divide:
+        return b_.CreateFDiv(a, c);
+      case BinaryOp::Power:
+        return d == float32 ? vmath::pow_f32(b_, a, c) : libm("pow", {a, c});
+      case BinaryOp::Maximum:  // NaN in a or b propagates
+        return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpUNO(a, a), b_.CreateFCmpOGT(a, c)), a, c);
+      case BinaryOp::Minimum:
+        return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpUNO(a, a), b_.CreateFCmpOLT(a, c)), a, c);
+      case BinaryOp::Equal:
+        return b_.CreateFCmpOEQ(a, c);
+      case BinaryOp::NotEqual:
+        return b_.CreateFCmpUNE(a, c);
+      case BinaryOp::Less:
+        return b_.CreateFCmpOLT(a, c);
+      case BinaryOp::LessEqual:
+        return b_.CreateFCmpOLE(a, c);
+      case BinaryOp::Greater:
+        return b_.CreateFCmpOGT(a, c);
+      case BinaryOp::GreaterEqual:
+        return b_.CreateFCmpOGE(a, c);
+      case BinaryOp::LogicalAnd:
+        return b_.CreateAnd(to_bool(a, d), to_bool(c, d));
+      case BinaryOp::LogicalOr:
+        return b_.CreateOr(to_bool(a, d), to_bool(c, d));
+    }
+    return a;
+  }
+
+  // scalar::int_power as an internal function: a loop by squaring, negative exponents per the
+  // oracle (1 for base 1, +-1 for base -1, else 0). Wrap-around multiplication.
+  llvm::Function* ipow() {
+    if (ipow_) return ipow_;
+    Type* t = b_.getInt64Ty();
+    auto* fty = llvm::FunctionType::get(t, {t, t}, false);
+    ipow_ = llvm::Function::Create(fty, llvm::Function::InternalLinkage, "kiln_ipow", *mod_);
+    ipow_->addFnAttr(llvm::Attribute::NoUnwind);
+    IRBuilder<> b(ctx_);
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", ipow_);
+    auto* neg = llvm::BasicBlock::Create(ctx_, "neg", ipow_);
+    auto* head = llvm::BasicBlock::Create(ctx_, "head", ipow_);
+    auto* step = llvm::BasicBlock::Create(ctx_, "step", ipow_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "done", ipow_);
+    llvm::Value* base = ipow_->getArg(0);
+    llvm::Value* e = ipow_->getArg(1);
+    b.SetInsertPoint(entry);
+    b.CreateCondBr(b.CreateICmpSLT(e, b.getInt64(0)), neg, head);
+    b.SetInsertPoint(neg);
+    llvm::Value* odd = b.CreateICmpNE(b.CreateAnd(e, 1), b.getInt64(0));
+    llvm::Value* m1 = b.CreateSelect(odd, b.getInt64(-1), b.getInt64(1));
+    llvm::Value* r = b.CreateSelect(b.CreateICmpEQ(base, b.getInt64(-1)), m1, b.getInt64(0));
+    b.CreateRet(b.CreateSelect(b.CreateICmpEQ(base, b.getInt64(1)), b.getInt64(1), r));
+    b.SetInsertPoint(head);
+    llvm::PHINode* acc = b.CreatePHI(t, 2);
+    llvm::PHINode* sq = b.CreatePHI(t, 2);
+    llvm::PHINode* ex = b.CreatePHI(t, 2);
+    acc->addIncoming(b.getInt64(1), entry);
+    sq->addIncoming(base, entry);
+    ex->addIncoming(e, entry);
+    b.CreateCondBr(b.CreateICmpEQ(ex, b.getInt64(0)), done, step);
+    b.SetInsertPoint(step);
+    llvm::Value* bit = b.CreateICmpNE(b.CreateAnd(ex, 1), b.getInt64(0));
+    acc->addIncoming(b.CreateSelect(bit, b.CreateMul(acc, sq), acc), step);
+    sq->addIncoming(b.CreateMul(sq, sq), step);
+    ex->addIncoming(b.CreateLShr(ex, 1), step);
+    b.CreateBr(head);
+    b.SetInsertPoint(done);
+    b.CreateRet(acc);
+    return ipow_;
+  }
+
+  // scalar::cast: saturating float->int (NaN -> 0), x->bool is x != 0, int64->float32 through
+  // double (the oracle rounds twice).
+  llvm::Value* cast(llvm::Value* x, Dtype from, Dtype to) {
+    if (from == to) return x;
+    Type* t = reg_type(to);
+    if (to.is_bool()) return to_bool(x, from);
+    if (to.is_float()) {
+      if (from.is_float()) return to == float32 ? b_.CreateFPTrunc(x, t) : b_.CreateFPExt(x, t);
+      if (from.is_bool()) return b_.CreateUIToFP(x, t);
+      if (from == int64 && to == float32)
+        return b_.CreateFPTrunc(b_.CreateSIToFP(x, b_.getDoubleTy()), t);
+      return b_.CreateSIToFP(x, t);
+    }
+    if (from.is_float())
+      return b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {t, x->getType()}, {x});
+    if (from.is_bool()) return b_.CreateZExt(x, t);
+    return b_.CreateSExtOrTrunc(x, t);
+  }
+
+  // ---- random ------------------------------------------------------------------------------
+  // random::bits(key, c) = mix(key + (c + 1) * golden), mix = SplitMix64's finaliser.
+  llvm::Value* bits(uint64_t key, llvm::Value* c) {
+    llvm::Value* z = b_.CreateAdd(
+        b_.getInt64(key),
+        b_.CreateMul(b_.CreateAdd(c, b_.getInt64(1)), b_.getInt64(0x9e3779b97f4a7c15ULL)));
+    z = b_.CreateMul(b_.CreateXor(z, b_.CreateLShr(z, 30)), b_.getInt64(0xbf58476d1ce4e5b9ULL));
+    z = b_.CreateMul(b_.CreateXor(z, b_.CreateLShr(z, 27)), b_.getInt64(0x94d049bb133111ebULL));
+    return b_.CreateXor(z, b_.CreateLShr(z, 31));
+  }
+
+  // random::unit_from_bits in the draw's dtype (exact: 24 or 53 bits times a power of two).
+  llvm::Value* unit(llvm::Value* bits, Dtype d) {
+    bool f64 = d == float64;
+    llvm::Value* m = b_.CreateLShr(bits, f64 ? 11 : 40);
+    return b_.CreateFMul(b_.CreateUIToFP(m, reg_type(d)), fconst(d, f64 ? 0x1.0p-53 : 0x1.0p-24));
+  }
+
+  llvm::Value* random(const Value& v, llvm::Value* counter, Dtype cd) {
+    llvm::Value* c = cast(counter, cd, int64);
+    if (v.dist == RandomDist::Uniform) return unit(bits(v.key, c), v.dtype);
+    llvm::Value* c2 = b_.CreateShl(c, 1);
+    llvm::Value* u1 = unit(bits(v.key, c2), v.dtype);
+    llvm::Value* u2 = unit(bits(v.key, b_.CreateOr(c2, b_.getInt64(1))), v.dtype);
+    llvm::Value* one_minus = b_.CreateFSub(fconst(v.dtype, 1), u1);  // exact
+    if (v.dtype == float64) {                                        // libm, exactly as the oracle
+      llvm::Value* r = intrinsic(llvm::Intrinsic::sqrt,
+                                 b_.CreateFMul(fconst(v.dtype, -2), libm("log", {one_minus})));
+      return b_.CreateFMul(r, libm("cos", {b_.CreateFMul(fconst(v.dtype, kTwoPi), u2)}));
+    }
+    llvm::Value* r = intrinsic(llvm::Intrinsic::sqrt,
+                               b_.CreateFMul(fconst(v.dtype, -2), vmath::log_f32(b_, one_minus)));
+    llvm::Value* angle = b_.CreateFMul(llvm::ConstantFP::get(b_.getDoubleTy(), kTwoPi),
+                                       b_.CreateFPExt(u2, b_.getDoubleTy()));
+    return b_.CreateFMul(r, vmath::cos_f32_of_f64(b_, angle));
+  }
+
+  // ---- reduction ---------------------------------------------------------------------------
+  // Accumulates over the reduced axes of the current kept point. Float sum/prod accumulate in
+  // double with `reassoc` (vectorisable); max/min/argmax keep the input type and follow the
+  // oracle exactly (NaN wins and sticks; argmax keeps the first maximum).
+  void emit_reduction() {
+    const Reduction& red = *k_.reduce;
+    const Value& rv = k_.body[red.value];
+    Dtype in = k_.body[rv.a].dtype;
+    ReduceOp op = red.op;
+    bool fsum = in.is_float() && (op == ReduceOp::Sum || op == ReduceOp::Prod);
+    Type* acc_t = fsum ? b_.getDoubleTy() : reg_type(in);
+    llvm::AllocaInst* acc = entry_alloca(acc_t);
+    llvm::AllocaInst* pos = entry_alloca(b_.getInt64Ty());
+    llvm::AllocaInst* best_pos = entry_alloca(b_.getInt64Ty());
+    b_.CreateStore(reduce_init(op, in, acc_t), acc);
+    b_.CreateStore(i64(0), pos);
+    b_.CreateStore(i64(0), best_pos);
+    int kept = k_.kept_axes();
+    std::function<void(int)> nest = [&](int axis) {
+      if (axis == k_.ndim()) {
+        for (int i = 0; i < red.value; ++i) vals_[i] = emit_value(i);
+        reduce_step(op, in, vals_[rv.a], acc, pos, best_pos);
+        return;
+      }
+      loop(i64(0), extents_[axis], axis == k_.ndim() - 1, [&](llvm::Value* r) {
+        point_[axis] = r;
+        nest(axis + 1);
+      });
+    };
+    nest(kept);
+    for (int a = kept; a < k_.ndim(); ++a) point_[a] = i64(0);  // the epilogue's view
+    llvm::Value* result = b_.CreateLoad(acc_t, acc);
+    if (op == ReduceOp::Argmax) {
+      result = b_.CreateLoad(b_.getInt64Ty(), best_pos);
+      in = int64;
+    } else if (fsum) {
+      result = in == float32 ? b_.CreateFPTrunc(result, b_.getFloatTy()) : result;
+    } else if (op == ReduceOp::Max || op == ReduceOp::Min) {
+      // An empty max/min is 0 in the oracle (ops reject it before it gets here).
+      llvm::Value* empty = b_.CreateICmpEQ(b_.CreateLoad(b_.getInt64Ty(), pos), i64(0));
+      result = b_.CreateSelect(empty, llvm::Constant::getNullValue(acc_t), result);
+    }
+    vals_[red.value] = cast(result, in, rv.dtype);
+  }
+
+  llvm::Value* reduce_init(ReduceOp op, Dtype in, Type* t) {
+    bool one = op == ReduceOp::Prod;
+    if (t->isFloatingPointTy()) {
+      if (op == ReduceOp::Max || op == ReduceOp::Argmax)
+        return llvm::ConstantFP::getInfinity(t, true);
+      if (op == ReduceOp::Min) return llvm::ConstantFP::getInfinity(t, false);
+      return llvm::ConstantFP::get(t, one ? 1.0 : 0.0);
+    }
+    if (in.is_bool()) return b_.getInt1(one || op == ReduceOp::Min);
+    int64_t lo =
+        in == int32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+    int64_t hi =
+        in == int32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+    if (op == ReduceOp::Max || op == ReduceOp::Argmax) return iconst(in, lo);
+    if (op == ReduceOp::Min) return iconst(in, hi);
+    return iconst(in, one ? 1 : 0);
+  }
+
+  void reduce_step(ReduceOp op, Dtype in, llvm::Value* x, llvm::AllocaInst* acc_slot,
+                   llvm::AllocaInst* pos, llvm::AllocaInst* best_pos) {
+    Type* t = acc_slot->getAllocatedType();
+    llvm::Value* acc = b_.CreateLoad(t, acc_slot);
+    llvm::Value* next = nullptr;
+    llvm::Value* p = b_.CreateLoad(b_.getInt64Ty(), pos);
+    if (in.is_float() && (op == ReduceOp::Sum || op == ReduceOp::Prod)) {
+      llvm::Value* xd = in == float32 ? b_.CreateFPExt(x, t) : x;
+      llvm::FastMathFlags fmf;
+      fmf.setAllowReassoc();
+      next = op == ReduceOp::Sum ? b_.CreateFAdd(acc, xd) : b_.CreateFMul(acc, xd);
+      llvm::cast<llvm::Instruction>(next)->setFastMathFlags(fmf);
+    } else if (op == ReduceOp::Sum || op == ReduceOp::Prod) {
+      if (in.is_bool())  // wrap to bool after each step: sum is or, prod is and
+        next = op == ReduceOp::Sum ? b_.CreateOr(acc, x) : b_.CreateAnd(acc, x);
+      else
+        next = op == ReduceOp::Sum ? b_.CreateAdd(acc, x) : b_.CreateMul(acc, x);
+    } else {
+      llvm::Value* better = nullptr;
+      if (in.is_float()) {
+        llvm::Value* cmp =
+            op == ReduceOp::Min ? b_.CreateFCmpOLT(x, acc) : b_.CreateFCmpOGT(x, acc);
+        better = b_.CreateAnd(b_.CreateFCmpORD(acc, acc), b_.CreateOr(b_.CreateFCmpUNO(x, x), cmp));
+      } else if (in.is_bool()) {
+        better = op == ReduceOp::Min ? b_.CreateICmpULT(x, acc) : b_.CreateICmpUGT(x, acc);
+      } else {
+        better = op == ReduceOp::Min ? b_.CreateICmpSLT(x, acc) : b_.CreateICmpSGT(x, acc);
+      }
+      next = b_.CreateSelect(better, x, acc);
+      if (op == ReduceOp::Argmax)
+        b_.CreateStore(b_.CreateSelect(better, p, b_.CreateLoad(b_.getInt64Ty(), best_pos)),
+                       best_pos);
+    }
+    b_.CreateStore(next, acc_slot);
+    b_.CreateStore(b_.CreateNSWAdd(p, i64(1)), pos);
+  }
+
+  const Kernel& k_;
+  llvm::LLVMContext& ctx_;
+  std::unique_ptr<llvm::Module> mod_;
+  IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  llvm::Function* ipow_ = nullptr;
+  llvm::BasicBlock* entry_ = nullptr;
+  llvm::Value* begin_ = nullptr;
+  llvm::Value* end_ = nullptr;
+  std::vector<llvm::Value*> buf_ptrs_, params_, extents_, point_, vals_;
+};
+
+}  // namespace
+
+std::unique_ptr<llvm::Module> generate_kernel(const Kernel& k, const std::string& symbol,
+                                              const CodegenTarget& target, llvm::LLVMContext& ctx) {
+  return Codegen(k, symbol, target, ctx).run();
+}
+
+}  // namespace kiln::cpu
