@@ -92,6 +92,7 @@ EventPtr start_task(CallState& st, int t) {
 
 // Runs task t to completion on the calling thread (the direct path).
 void run_task_blocking(CallState& st, int t) {
+  if (st.aliased_copy[t]) return;  // a copy the binding turned into an alias: no work
   int64_t t0 = st.profiling ? ProfileScope::now_ns() : 0;
   EventPtr ev = start_task(st, t);
   if (ev) {
@@ -136,6 +137,7 @@ struct GraphInstance {
                 }
                 return;
               }
+              if (st.aliased_copy[t]) return;
               int64_t t0 = st.profiling ? ProfileScope::now_ns() : 0;
               start_task(st, t);
               if (st.profiling) record_profile(st, t, t0);
@@ -155,7 +157,7 @@ struct GraphInstance {
             [this, t](const std::pair<EventPtr, int64_t>& ev, Async::gateway_type& gw) {
               CallState* st = state;
               if (!ev.first) {
-                if (st->profiling) record_profile(*st, t, ev.second);
+                if (st->profiling && !st->aliased_copy[t]) record_profile(*st, t, ev.second);
                 gw.try_put(flow::continue_msg());
                 return;
               }

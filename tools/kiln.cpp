@@ -2,6 +2,7 @@
 // `kiln demo` is the short showcase that `make demo` runs.
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -20,40 +21,104 @@ int cmd_devices() {
   return 0;
 }
 
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+kiln::Array gelu(const kiln::Array& x) {
+  return x * (1.0f + kiln::erf(x / std::sqrt(2.0f))) / 2.0f;
+}
+
+void print_tasks(const std::vector<kiln::TaskEvent>& events) {
+  std::map<std::string, std::pair<int, double>> by_name;
+  for (const kiln::TaskEvent& e : events) {
+    auto& [count, us] = by_name[e.name + " on " + e.stream.str()];
+    count++;
+    us += (e.end_ns - e.start_ns) / 1000.0;
+  }
+  for (const auto& [name, stat] : by_name)
+    std::printf("  %-48s x%-3d %9.1f us\n", name.c_str(), stat.first, stat.second);
+}
+
 int cmd_demo(const std::string& trace_path) {
   using namespace kiln;
   std::printf("== devices\n");
   cmd_devices();
 
   Device dev = default_device();
-  std::printf("\n== eager gelu on %s: x * (1 + erf(x / sqrt(2))) / 2\n", dev.str().c_str());
-  ProfileScope profile;
+  std::printf("\n== eager gelu on %s: x * (1 + erf(x / sqrt(2))) / 2, x of shape (256, 1024)\n",
+              dev.str().c_str());
   Array x = random::normal({256, 1024}, float32, random::key(42));
-  Array y = x * (1.0f + erf(x / std::sqrt(2.0f))) / 2.0f;
+  eval(x);
+  ProfileScope all_tasks;
+  std::vector<TaskEvent> eager_events;
+  Array y = gelu(x);
   Array m = mean(y);
   Array top = argmax(max(y, 1));
-  eval({y, m, top});
+  {
+    ProfileScope prof;
+    eval({y, m, top});
+    eager_events = prof.events();
+  }
   std::vector<float> xs = x.to_vector<float>(), ys = y.to_vector<float>();
   double worst = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     double ref = xs[i] * 0.5 * (1.0 + std::erf(xs[i] / std::sqrt(2.0)));
     worst = std::max(worst, std::fabs(ref - ys[i]));
   }
-  std::printf("shape %s, mean %.6f, row with the largest value %lld, max |error| vs libm %.3g\n",
-              to_string(y.shape()).c_str(), m.item<float>(), (long long)top.item<int64_t>(), worst);
+  std::printf("mean %.6f, row with the largest value %lld, max |error| vs libm %.3g\n",
+              m.item<float>(), (long long)top.item<int64_t>(), worst);
+  std::printf("tasks (one kernel per primitive, eagerly):\n");
+  print_tasks(eager_events);
 
-  std::printf("\n== where the tasks ran (ProfileScope)\n");
-  std::map<std::string, std::pair<int, double>> by_name;
-  for (const TaskEvent& e : profile.events()) {
-    auto& [count, us] = by_name[e.name + " on " + e.stream.str()];
-    count++;
-    us += (e.end_ns - e.start_ns) / 1000.0;
+  std::printf("\n== compile(gelu): traced once, fused into one kernel\n");
+  int traces = 0;
+  auto f = compile([&](const std::vector<Array>& in) {
+    ++traces;
+    return std::vector<Array>{gelu(in[0])};
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  Array yc = f({x})[0];
+  eval(yc);
+  double first = ms_since(t0);
+  std::vector<TaskEvent> compiled_events;
+  t0 = std::chrono::steady_clock::now();
+  {
+    ProfileScope prof;
+    for (int i = 0; i < 10; ++i) eval(f({x}));
+    compiled_events = prof.events();
   }
-  for (const auto& [name, stat] : by_name)
-    std::printf("  %-40s x%-3d %9.1f us\n", name.c_str(), stat.first, stat.second);
+  double per_call = ms_since(t0) / 10;
+  t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 10; ++i) eval(gelu(x));
+  double eager_call = ms_since(t0) / 10;
+  double diff = 0;
+  std::vector<float> yv = yc.to_vector<float>();
+  for (size_t i = 0; i < ys.size(); ++i) diff = std::max(diff, double(std::fabs(yv[i] - ys[i])));
+  std::printf(
+      "first call %.2f ms (trace + fuse + JIT), then %.3f ms per call vs %.3f ms eager "
+      "(%.1fx); max |compiled - eager| %.3g\n",
+      first, per_call, eager_call, eager_call / per_call, diff);
+  print_tasks(compiled_events);
+
+  std::printf("\n== the same compiled function on another stream and device: no retrace\n");
+  for (const DeviceInfo& d : devices()) {
+    if (!d.available) continue;
+    Stream s = new_stream(d.device);
+    StreamScope scope(s);
+    ProfileScope prof;
+    Array r = f({x})[0];
+    eval(r);
+    auto ev = prof.events();
+    std::printf("  caller on %-26s -> ran %s on %s\n", s.str().c_str(),
+                ev.empty() ? "nothing" : ev.back().name.c_str(),
+                ev.empty() ? "-" : ev.back().stream.str().c_str());
+  }
+  std::printf("traces of the user function: %d\n", traces);
+
   if (!trace_path.empty()) {
-    profile.write_chrome_trace(trace_path);
-    std::printf("Chrome trace written to %s\n", trace_path.c_str());
+    all_tasks.write_chrome_trace(trace_path);
+    std::printf("Chrome trace of every task written to %s\n", trace_path.c_str());
   }
   return 0;
 }
