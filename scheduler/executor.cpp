@@ -92,7 +92,6 @@ EventPtr start_task(CallState& st, int t) {
 
 // Runs task t to completion on the calling thread (the direct path).
 void run_task_blocking(CallState& st, int t) {
-  if (st.aliased_copy[t]) return;  // a copy the binding turned into an alias: no work
   int64_t t0 = st.profiling ? ProfileScope::now_ns() : 0;
   EventPtr ev = start_task(st, t);
   if (ev) {
@@ -102,7 +101,8 @@ void run_task_blocking(CallState& st, int t) {
       record_error(st, t, std::current_exception());
     }
   }
-  if (st.profiling) record_profile(st, t, t0);
+  // A copy the binding turned into an alias did no work: not a profiled task.
+  if (st.profiling && !st.aliased_copy[t]) record_profile(st, t, t0);
 }
 
 }  // namespace
@@ -137,10 +137,9 @@ struct GraphInstance {
                 }
                 return;
               }
-              if (st.aliased_copy[t]) return;
               int64_t t0 = st.profiling ? ProfileScope::now_ns() : 0;
               start_task(st, t);
-              if (st.profiling) record_profile(st, t, t0);
+              if (st.profiling && !st.aliased_copy[t]) record_profile(st, t, t0);
             });
         in[t] = node.get();
         out[t] = node.get();

@@ -95,6 +95,25 @@ class Worker {
   std::thread thread_;
 };
 
+// Device memory of the mirror: not addressable from the host (like a GPU buffer), so other
+// backends reach it only through read/write and plans must copy.
+class MirrorBuffer : public Buffer {
+ public:
+  MirrorBuffer(size_t bytes, Device d) : inner(std::make_shared<HostBuffer>(bytes, d)) {}
+  size_t bytes() const override { return inner->bytes(); }
+  Device device() const override { return inner->device(); }
+  void read(void* dst, size_t offset, size_t n) const override { inner->read(dst, offset, n); }
+  void write(const void* src, size_t offset, size_t n) override { inner->write(src, offset, n); }
+  std::shared_ptr<HostBuffer> inner;
+};
+
+inline Buffer* unwrap(Buffer* b) {
+  auto* m = dynamic_cast<MirrorBuffer*>(b);
+  if (!m)
+    throw_error("mirror backend: a kernel got a buffer of another device (", b->device(), ")");
+  return m->inner.get();
+}
+
 class MirrorBackend : public Backend {
  public:
   MirrorBackend(std::string name, bool async, std::string fail_kernels = "")
@@ -109,7 +128,7 @@ class MirrorBackend : public Backend {
   }
   bool uses_host_memory() const override { return false; }
   std::shared_ptr<Buffer> allocate(int device, size_t bytes) override {
-    return std::make_shared<HostBuffer>(bytes, Device{name_, device});
+    return std::make_shared<MirrorBuffer>(bytes, Device{name_, device});
   }
   std::shared_ptr<const CompiledKernel> compile(int device, const Kernel& k) override {
     if (!fail_.empty() && k.name.find(fail_) != std::string::npos)
@@ -134,13 +153,18 @@ class MirrorBackend : public Backend {
    public:
     MirrorQueue(std::unique_ptr<Queue> q, bool async) : q_(std::move(q)), async_(async) {}
     EventPtr enqueue_kernel(const CompiledKernel& k, const KernelArgs& args) override {
-      return run([this, &k, args] { q_->enqueue_kernel(k, args); });
+      KernelArgs inner = args;
+      for (Buffer*& b : inner.buffers) b = unwrap(b);
+      return run([this, &k, inner] { q_->enqueue_kernel(k, inner); });
     }
     EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) override {
-      return run([&src, &dst, bytes] { src.read(dst.host_ptr(), 0, bytes); });
+      Buffer* d = unwrap(&dst);
+      return run([&src, d, bytes] { src.read(d->host_ptr(), 0, bytes); });
     }
     EventPtr enqueue_matmul(const MatmulArgs& a) override {
-      return run([this, a] { q_->enqueue_matmul(a); });
+      MatmulArgs inner = a;
+      inner.a = unwrap(a.a), inner.b = unwrap(a.b), inner.c = unwrap(a.c);
+      return run([this, inner] { q_->enqueue_matmul(inner); });
     }
     void finish() override {
       if (async_) {
