@@ -1,0 +1,56 @@
+// The README's tour, built and run by the tests so the README stays true.
+#include <cmath>
+#include <cstdio>
+
+#include "kiln.h"
+using namespace kiln;
+
+Array gelu(const Array& x) { return x * (1.0f + erf(x / std::sqrt(2.0f))) / 2.0f; }
+
+int main() {
+  // Arrays are lazy: ops record a graph; nothing runs until a value is needed.
+  Array x = random::normal({8, 256, 512}, float32, random::key(0));
+  Array y = gelu(x);                      // eager: one kernel per primitive
+  float m = mean(y).item<float>();        // item()/to_vector() evaluate implicitly
+
+  // compile: traced once per input signature (count, dtypes, shapes), fused into one kernel.
+  auto f = compile([](const std::vector<Array>& in) { return std::vector<Array>{gelu(in[0])}; });
+  Array z = f({x})[0];
+
+  // Streams are resolved at each call, never frozen at the first trace.
+  {
+    StreamScope scope(new_stream(device("reference")));  // the interpreter, on a new lane
+    Array r = f({x})[0];                                   // same trace, kernels for reference
+  }
+
+  // shapeless: one trace for every shape of the same rank; kernels take runtime extents.
+  auto g = compile([](const std::vector<Array>& in) {
+    return std::vector<Array>{softmax(flatten(in[0], 1), -1)};
+  }, {.shapeless = true});
+
+  // Captured state, as MLX's inputs=/outputs=: re-read and written back at every call.
+  std::vector<Array> state = {zeros({4})};
+  auto step = compile([&](const std::vector<Array>& in) {
+    state[0] = state[0] + in[0];
+    return std::vector<Array>{state[0]};
+  }, {.inputs = {&state}, .outputs = {&state}});
+
+  // Placement pins ops to a device, as JAX's compute_on does, on every path.
+  auto on_ref = compute_on(device("reference"), [](const Array& a) { return tanh(a); });
+
+  // See which kernels ran where and when.
+  ProfileScope prof;
+  eval(f({x}));
+  for (const TaskEvent& e : prof.events()) std::printf("%s on %s\n", e.name.c_str(), e.stream.str().c_str());
+  prof.write_chrome_trace("trace.json");  // chrome://tracing or Perfetto
+
+  save_npy("y.npy", y);                   // load_npy() brings NumPy data in
+
+  // (The tour's checks, so that running it means something.)
+  step({ones({4})});
+  step({ones({4})});
+  bool ok = std::fabs(mean(z).item<float>() - m) < 1e-5f && state[0].to_vector<float>()[0] == 2 &&
+            g({ones({2, 3, 4})})[0].shape() == Shape{2, 12} && on_ref(x).device() == device("reference");
+  std::printf("tour %s\n", ok ? "ok" : "FAILED");
+  return ok ? 0 : 1;
+}
