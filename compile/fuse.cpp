@@ -422,9 +422,12 @@ class Planner {
       return f(e);
     } catch (const Materialize& m) {
       if (!m.nodes.empty()) throw;
-      // Over the buffer bound: materialise the roots' computed inputs and plan again.
+      // Over the buffer bound: materialise the largest computed subtree that fits in a kernel
+      // of its own, and plan again (a few splits for a long chain, not one per node).
       Materialize more;
+      if (const ArrayNode* cut = largest_fitting_subtree(roots)) more.nodes.push_back(cut);
       for (const ArrayNode* r : roots) {
+        if (!more.nodes.empty()) break;
         const ArrayNode* start = r;
         if (auto it = epilogue_root_.find(r); it != epilogue_root_.end()) start = it->second;
         for (const ArrayNode* n : {r, start})
@@ -436,6 +439,43 @@ class Planner {
         throw Error("internal: a single primitive exceeds the kernel buffer bound");
       throw more;
     }
+  }
+
+  // Among the nodes a kernel computes inline, the one whose own inputs (buffers it would load)
+  // are the most while still fitting one kernel.
+  const ArrayNode* largest_fitting_subtree(const std::vector<const ArrayNode*>& roots) const {
+    std::unordered_map<const ArrayNode*, std::unordered_set<const ArrayNode*>> loads;
+    std::vector<const ArrayNode*> inline_nodes;
+    std::vector<std::pair<const ArrayNode*, size_t>> stack;
+    NodeSet root_set(roots.begin(), roots.end());
+    for (const ArrayNode* r : roots) stack.push_back({r, 0});
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      if (next < n->inputs.size()) {
+        const ArrayNode* c = n->inputs[next++].node().get();
+        bool buffer = leaf(*c) || (mat_.count(c) && !root_set.count(c));
+        if (!buffer && !loads.count(c)) stack.push_back({c, 0});
+        continue;
+      }
+      auto& mine = loads[n];
+      for (const Array& in : n->inputs) {
+        const ArrayNode* c = in.node().get();
+        bool buffer = leaf(*c) || (mat_.count(c) && !root_set.count(c));
+        if (buffer)
+          mine.insert(c);
+        else
+          mine.insert(loads[c].begin(), loads[c].end());
+      }
+      if (!root_set.count(n) && n->op != Op::Reduce) inline_nodes.push_back(n);
+      stack.pop_back();
+    }
+    const ArrayNode* best = nullptr;
+    size_t best_size = 0, limit = static_cast<size_t>(opts_.max_buffers) - 1;
+    for (const ArrayNode* n : inline_nodes) {
+      size_t k = loads[n].size();
+      if (k <= limit && k > best_size) best = n, best_size = k;
+    }
+    return best_size >= 2 ? best : nullptr;
   }
 
   std::vector<FusedStep> build() {

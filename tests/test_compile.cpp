@@ -72,6 +72,11 @@ TEST(Compile, StreamChangeNeverRetraces) {
   Array x = array<float>({0.5f, -1}, {2}, ref());
   std::vector<Stream> streams = {default_stream(ref()), new_stream(ref()),
                                  default_stream(device("mirror")), new_stream(device("amirror"))};
+  for (const DeviceInfo& d : devices())  // and both streams of the cpu backend when built
+    if (d.available && d.device.backend == "cpu") {
+      streams.push_back(default_stream(d.device));
+      streams.push_back(new_stream(d.device));
+    }
   for (const Stream& s : streams) {
     StreamScope scope(s);
     auto events = kernels_of([&] {
@@ -170,6 +175,23 @@ TEST(Compile, FusionDecisions) {
   ASSERT_EQ(ev.size(), 4u);
   EXPECT_EQ(ev[2].name, "matmul");
   EXPECT_EQ(ev[3].name, "exp");
+}
+
+TEST(Compile, KernelArgumentsAreBounded) {
+  // 40 inputs summed: more buffers than one kernel takes, so fusion splits the tree.
+  std::vector<Array> in;
+  for (int i = 0; i < 40; ++i) in.push_back(full({16}, static_cast<double>(i), float32, ref()));
+  eval(in);
+  auto f = compile([](const std::vector<Array>& xs) {
+    Array acc = xs[0];
+    for (size_t i = 1; i < xs.size(); ++i) acc = acc + xs[i] * 2.0f;
+    return std::vector<Array>{acc};
+  });
+  StreamScope scope(ref());
+  auto ev =
+      kernels_of([&] { expect_near(f(in)[0].to_vector<float>(), std::vector<double>(16, 1560)); });
+  EXPECT_GE(ev.size(), 2u);  // 40 inputs do not fit one kernel (24 buffers)...
+  EXPECT_LE(ev.size(), 3u);  // ...but a long chain is cut in few places, not at every node
 }
 
 TEST(Compile, CapturedStateIsReadAndWrittenEveryCall) {
