@@ -309,7 +309,7 @@ TEST(CpuBackend, EveryUnaryOpAndDtype) {
           },
           n);
       Tolerance tol;
-      if (d == float32 && approx_f32(u)) tol = {Tolerance::Ulp, 4};
+      if (d == float32 && approx_f32(u)) tol = {Tolerance::Ulp, 5};  // vector_math.h bounds
       // sin/cos of the 1e30 sample are outside the accurate range: tested by VectorMath.
       bool wild = !(u == UnaryOp::Sin || u == UnaryOp::Cos);
       differential(k, {sample(d, n, op * 7 + 1, wild), Bytes(n * d.size())}, tol,
@@ -698,7 +698,7 @@ class KernelGen {
       const UnaryOp ops[] = {UnaryOp::Exp,     UnaryOp::Log, UnaryOp::Tanh, UnaryOp::Erf,
                              UnaryOp::Sigmoid, UnaryOp::Exp, UnaryOp::Erf};
       u.kind = ValueKind::Unary, u.unary = ops[kind], u.a = x;
-      t = {Tolerance::Ulp, 4};
+      t = {Tolerance::Ulp, 5};
     }
     u.dtype = float32;
     return add_value(u);
@@ -800,7 +800,7 @@ TEST(VectorMath, ErrorBoundsAgainstLibm) {
     double max_abs_x;
   };
   const Bound bounds[] = {
-      {UnaryOp::Exp, 1, INFINITY},  {UnaryOp::Log, 1, INFINITY},     {UnaryOp::Erf, 2, INFINITY},
+      {UnaryOp::Exp, 1, INFINITY},  {UnaryOp::Log, 1, INFINITY},     {UnaryOp::Erf, 5, INFINITY},
       {UnaryOp::Tanh, 1, INFINITY}, {UnaryOp::Sigmoid, 2, INFINITY}, {UnaryOp::Sin, 2, 0x1p48},
       {UnaryOp::Cos, 2, 0x1p48},    {UnaryOp::Sqrt, 0, INFINITY},    {UnaryOp::Rsqrt, 0, INFINITY},
   };
