@@ -19,6 +19,7 @@
 #include <map>
 #include <string>
 
+#include "backends/cpu/buffer_pool.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/jit.h"
 #include "kiln.h"
@@ -191,6 +192,21 @@ void BM_StreamCopy(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * n * 8);
 }
 
+// The same gelu through the public ops, eagerly: five kernels, one per op, each with a fresh
+// 524 MB temporary from the buffer pool (the pool is what keeps this from page-faulting).
+void BM_GeluEager(benchmark::State& state) {
+  StreamScope scope(device("cpu"));
+  Array x = random::normal({32, 1000, 4096}, float32, random::key(1));
+  eval(x);
+  Array inv = full({}, std::sqrt(2.0), float32), one = ones({}, float32),
+        half = full({}, 0.5, float32);
+  timed_loop(state, "gelu_eager", [&] {
+    Array y = multiply(multiply(x, add(one, erf(divide(x, inv)))), half);
+    eval(y);
+  });
+  state.SetBytesProcessed(state.iterations() * kBig * 8);
+}
+
 // A full reduction (no kept axes) of the 131M floats: it runs on one thread (execute.h), so
 // compare it with the 1-thread copy (it reads half the bytes a copy moves).
 void BM_FullReduce(benchmark::State& state) {
@@ -263,6 +279,7 @@ BENCHMARK(BM_GeluJit)
     ->Args({1000, 2})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GeluEager)->Iterations(5)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_FullReduce)
     ->Arg(static_cast<int>(ReduceOp::Sum))
     ->Arg(static_cast<int>(ReduceOp::Max))
@@ -305,6 +322,12 @@ void summary() {
       std::printf("\n");
     }
   }
+  std::printf("eager (unfused, 5 kernels) gelu n=%lld threads=2: %.2f ms, %.2fx the fused jit\n",
+              static_cast<long long>(kBig), ms("gelu_eager"),
+              ms("gelu_eager") / ms(label("gelu_jit", kBig, 2)));
+  cpu::PoolStats pool = cpu::BufferPool::instance()->stats();
+  std::printf("buffer pool: %lld allocations reused a block, %lld were fresh\n",
+              static_cast<long long>(pool.reused), static_cast<long long>(pool.fresh));
   for (const char* r : {"full_sum", "full_max"})
     std::printf("%s of %lld floats (1 thread): %.2f ms, %.1f GB/s read\n", r,
                 static_cast<long long>(kBig), ms(r), kBig * 4 / (ms(r) * 1e-3) / 1e9);
