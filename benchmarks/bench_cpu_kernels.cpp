@@ -5,6 +5,7 @@
 // same bytes as a copy); 1 and 2 threads; and kernel compile latency, cold and from the disk
 // cache. Run: build/benchmarks/bench_cpu_kernels (prints a ratio summary at the end).
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 #include <tbb/blocked_range.h>
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
@@ -127,6 +128,31 @@ void hand_gelu(const float* x, float* y, int64_t n) {
       [&](const tbb::blocked_range<int64_t>& r) { hand_gelu_range(x, y, r.begin(), r.end()); });
 }
 
+#ifdef __AVX512F__
+// A second baseline independent of Kiln's erf: AVX-512 intrinsics around glibc's libmvec
+// vector erff (the function g++ -ffast-math -fopenmp-simd calls for std::erf in a loop).
+extern "C" __m512 _ZGVeN16v_erff(__m512);
+
+void libmvec_gelu_range(const float* __restrict x, float* __restrict y, int64_t b, int64_t e) {
+  const __m512 inv = _mm512_set1_ps(0.70710678f), one = _mm512_set1_ps(1.f),
+               half = _mm512_set1_ps(0.5f);
+  int64_t i = b;
+  for (; i + 16 <= e; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i);
+    __m512 r = _ZGVeN16v_erff(_mm512_mul_ps(v, inv));
+    _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_mul_ps(v, _mm512_add_ps(one, r)), half));
+  }
+  for (; i < e; ++i) y[i] = x[i] * (1.f + std::erf(x[i] * 0.70710678f)) * 0.5f;
+}
+
+void libmvec_gelu(const float* x, float* y, int64_t n) {
+  if (n < (1 << 16)) return libmvec_gelu_range(x, y, 0, n);
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, n, 1 << 14),
+      [&](const tbb::blocked_range<int64_t>& r) { libmvec_gelu_range(x, y, r.begin(), r.end()); });
+}
+#endif
+
 void stream_copy(const float* x, float* y, int64_t n) {
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1 << 16),
                     [&](const tbb::blocked_range<int64_t>& r) {
@@ -180,6 +206,28 @@ void BM_GeluHand(benchmark::State& state) {
   timed_loop(state, label("gelu_hand", n, threads), [&] { hand_gelu(x, y, n); });
   state.SetBytesProcessed(state.iterations() * n * 8);
 }
+
+#ifdef __AVX512F__
+void BM_GeluLibmvec(benchmark::State& state) {
+  int64_t n = state.range(0);
+  int threads = static_cast<int>(state.range(1));
+  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
+  Data& d = data(n);
+  auto* x = static_cast<const float*>(d.in->host_ptr());
+  auto* y = static_cast<float*>(d.out->host_ptr());
+  timed_loop(state, label("gelu_libmvec", n, threads), [&] { libmvec_gelu(x, y, n); });
+  state.SetBytesProcessed(state.iterations() * n * 8);
+}
+BENCHMARK(BM_GeluLibmvec)
+    ->Args({kBig, 1})
+    ->Args({kBig, 2})
+    ->Args({1 << 20, 1})
+    ->Args({1 << 20, 2})
+    ->Args({1000, 1})
+    ->Args({1000, 2})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+#endif
 
 void BM_StreamCopy(benchmark::State& state) {
   int64_t n = state.range(0);
@@ -311,8 +359,11 @@ void summary() {
   for (int t : {1, 2}) {
     for (int64_t n : {kBig, int64_t{1} << 20, int64_t{1000}}) {
       double jit = ms(label("gelu_jit", n, t)), hand = ms(label("gelu_hand", n, t));
-      std::printf("gelu n=%-10lld threads=%d: jit %9.4f ms, hand loop %9.4f ms, jit/hand %.2f",
-                  static_cast<long long>(n), t, jit, hand, jit / hand);
+      double mvec = ms(label("gelu_libmvec", n, t));
+      std::printf(
+          "gelu n=%-10lld threads=%d: jit %9.4f ms, hand loop %9.4f ms (jit/hand %.2f), "
+          "libmvec loop %9.4f ms (jit/libmvec %.2f)",
+          static_cast<long long>(n), t, jit, hand, jit / hand, mvec, jit / mvec);
       if (n == kBig) {
         double copy = ms(label("copy", n, t));
         double gbs = n * 8 / (copy * 1e-3) / 1e9;
