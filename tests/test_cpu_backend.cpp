@@ -20,8 +20,10 @@
 #include <random>
 
 #include "backends/cpu/buffer_pool.h"
+#include "backends/cpu/canonical.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/jit.h"
+#include "backends/cpu/split_reduce.h"
 #include "backends/scalar_ops.h"
 #include "kiln.h"
 
@@ -484,6 +486,67 @@ TEST(CpuBackend, LargeReductionsRunFastPathsCorrectly) {
                "row max");
   Kernel am = reduce_kernel(float32, ReduceOp::Argmax, {300, 4096}, {0});
   differential(am, {sample(float32, 4096 * 300, 11), Bytes(4096 * 8)}, {}, "column argmax");
+}
+
+TEST(CpuBackend, FullReductionsSplitAcrossThreads) {
+  // N not a multiple of the part count (a tail part); an epilogue that uses a prologue constant
+  // and an epilogue load; every op but argmax (which must not split) and every dtype.
+  const int64_t n = (int64_t{1} << 20) + 12345;
+  for (int op = 0; op <= static_cast<int>(ReduceOp::Argmax); ++op)
+    for (Dtype d : kAll) {
+      auto rop = static_cast<ReduceOp>(op);
+      Kernel k;
+      k.name = "full";
+      k.domain = {Dim::constant(n)};
+      Value c;
+      c.kind = ValueKind::Constant, c.dtype = d, c.constant = Scalar::of(int64_t{1}).cast(d);
+      int cv = add(k, c);
+      int x = load(k, d, map_of({1}, 7));
+      Value r;
+      r.kind = ValueKind::Reduce, r.dtype = rop == ReduceOp::Argmax ? int64 : d, r.a = x;
+      int rv = add(k, r);
+      k.reduce = Reduction{rop, 1, rv};
+      Dtype od = r.dtype;
+      int e = load(k, od, map_of({0}, 2));  // an epilogue load (stride 0 on the reduced axis)
+      Value sum;
+      sum.kind = ValueKind::Binary, sum.binary = BinaryOp::Maximum, sum.dtype = od;
+      sum.a = rv, sum.b = e;
+      if (od == d) {
+        sum.binary = BinaryOp::Add;
+        sum.b = cv;
+      }
+      store(k, od, map_of({0}), add(k, sum));
+      store(k, od, map_of({0}, 1), rv);
+      EXPECT_EQ(cpu::split_full_reduction(cpu::merge_axes(k)).has_value(), rop != ReduceOp::Argmax);
+      bool fsum = d.is_float() && (rop == ReduceOp::Sum || rop == ReduceOp::Prod);
+      Bytes data = sample(d, n + 7, 300 + op, !fsum);
+      if (rop == ReduceOp::Prod) {  // products of +-1 (and a few 1 + 2^-20): no overflow
+        for (int64_t i = 0; i < n + 7; ++i) {
+          scalar::Val v;
+          v.i = i % 3 == 0 ? -1 : 1;
+          v.f = i % 1000 == 0 ? 1 + std::ldexp(1.0, -20) : static_cast<double>(v.i);
+          if (d.is_float()) v.i = 0;
+          if (d == float32) {
+            float f = static_cast<float>(v.f);
+            std::memcpy(&data[i * 4], &f, 4);
+          } else if (d == float64) {
+            std::memcpy(&data[i * 8], &v.f, 8);
+          } else if (d == int32) {
+            int32_t iv = static_cast<int32_t>(v.i);
+            std::memcpy(&data[i * 4], &iv, 4);
+          } else if (d == int64) {
+            std::memcpy(&data[i * 8], &v.i, 8);
+          } else {
+            data[i] = 1;
+          }
+        }
+      }
+      Tolerance tol;
+      if (fsum) tol = {Tolerance::Rel, 0, d == float32 ? 1e-6 : 1e-12, 1e-6};
+      if (d.is_float() && (rop == ReduceOp::Max || rop == ReduceOp::Min)) tol = {Tolerance::Value};
+      differential(k, {data, sample(od, 3, 2, false), Bytes(od.size()), Bytes(2 * od.size())}, tol,
+                   std::string("full ") + op_name(rop) + " " + d.name());
+    }
 }
 
 // ---- random kernels -------------------------------------------------------------------------

@@ -586,7 +586,7 @@ class Codegen {
       result = b_.CreateLoad(b_.getInt64Ty(), best_pos);
       in = int64;
     } else if (fsum) {
-      result = in == float32 ? b_.CreateFPTrunc(result, b_.getFloatTy()) : result;
+      in = float64;  // the double accumulator, rounded once by the cast below
     } else if (op == ReduceOp::Max || op == ReduceOp::Min) {
       // An empty max/min is 0 in the oracle (ops reject it before it gets here).
       if (in.is_float())
