@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -82,6 +83,7 @@ BufferPool::Block BufferPool::take(size_t bytes) {
     // The smallest kept block that fits without wasting more than half of it.
     auto it = s_->free.lower_bound(cap);
     if (it != s_->free.end() && it->first <= 2 * cap) {
+      it = std::prev(s_->free.upper_bound(it->first));  // the most recently freed: cache-warm
       Block b{it->second, it->first};
       s_->free.erase(it);
       s_->stats.cached_bytes -= b.capacity;

@@ -76,6 +76,10 @@ class Codegen {
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
     if (!target.cpu.empty()) fn_->addFnAttr("target-cpu", target.cpu);
     if (!target.features.empty()) fn_->addFnAttr("target-features", target.features);
+    // LLVM defaults to 256-bit vectors on AVX-512 CPUs (older parts clocked down on zmm). The
+    // math-heavy fused loops here are compute-bound, and on this host zmm measured faster.
+    if (target.features.find("+avx512f") != std::string::npos)
+      fn_->addFnAttr("prefer-vector-width", "512");
     entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     b_.SetInsertPoint(entry_);
   }
@@ -545,8 +549,9 @@ class Codegen {
 
   // ---- reduction ---------------------------------------------------------------------------
   // Accumulates over the reduced axes of the current kept point. Float sum/prod accumulate in
-  // double with `reassoc` (vectorisable); max/min/argmax keep the input type and follow the
-  // oracle exactly (NaN wins and sticks; argmax keeps the first maximum).
+  // double with `reassoc` (vectorisable); max/min keep the input type, propagate NaN and
+  // vectorise; argmax follows the oracle step by step (NaN wins, first maximum) and stays scalar
+  // (LLVM 15 cannot vectorise an index-tracking reduction).
   void emit_reduction() {
     const Reduction& red = *k_.reduce;
     const Value& rv = k_.body[red.value];
@@ -560,6 +565,8 @@ class Codegen {
     b_.CreateStore(reduce_init(op, in, acc_t), acc);
     b_.CreateStore(i64(0), pos);
     b_.CreateStore(i64(0), best_pos);
+    nan_seen_ = entry_alloca(b_.getInt1Ty());
+    b_.CreateStore(b_.getFalse(), nan_seen_);
     int kept = k_.kept_axes();
     std::function<void(int)> nest = [&](int axis) {
       if (axis == k_.ndim()) {
@@ -579,9 +586,12 @@ class Codegen {
       result = b_.CreateLoad(b_.getInt64Ty(), best_pos);
       in = int64;
     } else if (fsum) {
-      result = in == float32 ? b_.CreateFPTrunc(result, b_.getFloatTy()) : result;
+      in = float64;  // the double accumulator, rounded once by the cast below
     } else if (op == ReduceOp::Max || op == ReduceOp::Min) {
       // An empty max/min is 0 in the oracle (ops reject it before it gets here).
+      if (in.is_float())
+        result = b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), nan_seen_),
+                                 llvm::ConstantFP::getNaN(acc_t), result);
       llvm::Value* empty = b_.CreateICmpEQ(b_.CreateLoad(b_.getInt64Ty(), pos), i64(0));
       result = b_.CreateSelect(empty, llvm::Constant::getNullValue(acc_t), result);
     }
@@ -623,6 +633,22 @@ class Codegen {
         next = op == ReduceOp::Sum ? b_.CreateOr(acc, x) : b_.CreateAnd(acc, x);
       else
         next = op == ReduceOp::Sum ? b_.CreateAdd(acc, x) : b_.CreateMul(acc, x);
+    } else if (in.is_float() && op != ReduceOp::Argmax) {
+      // Vectorisable NaN-propagating max/min: NaNs are counted aside and replaced by the
+      // identity, so the compare/select never sees one and may carry nnan/nsz, which is what
+      // LLVM 15's vectoriser needs to treat it as a min/max reduction. nsz means a tie between
+      // -0 and +0 may return either (they compare equal; the oracle returns the first).
+      b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), nan_seen_), b_.CreateFCmpUNO(x, x)),
+                     nan_seen_);
+      llvm::Value* xs = b_.CreateSelect(b_.CreateFCmpUNO(x, x), reduce_init(op, in, t), x);
+      llvm::FastMathFlags fmf;
+      fmf.setNoNaNs();
+      fmf.setNoSignedZeros();
+      llvm::Value* cmp =
+          op == ReduceOp::Min ? b_.CreateFCmpOLT(xs, acc) : b_.CreateFCmpOGT(xs, acc);
+      llvm::cast<llvm::Instruction>(cmp)->setFastMathFlags(fmf);
+      next = b_.CreateSelect(cmp, xs, acc);
+      llvm::cast<llvm::Instruction>(next)->setFastMathFlags(fmf);
     } else {
       llvm::Value* better = nullptr;
       if (in.is_float()) {
@@ -649,6 +675,7 @@ class Codegen {
   IRBuilder<> b_;
   llvm::Function* fn_ = nullptr;
   llvm::Function* ipow_ = nullptr;
+  llvm::AllocaInst* nan_seen_ = nullptr;  // float max/min: a NaN was reduced
   llvm::BasicBlock* entry_ = nullptr;
   llvm::Value* begin_ = nullptr;
   llvm::Value* end_ = nullptr;

@@ -1,13 +1,15 @@
 #include "backends/cpu/cpu_backend.h"
 
-#include <tbb/global_control.h>
 #include <tbb/info.h>
+
+#include <optional>
 
 #include "backends/cpu/buffer_pool.h"
 #include "backends/cpu/canonical.h"
 #include "backends/cpu/execute.h"
 #include "backends/cpu/jit.h"
 #include "backends/cpu/matmul.h"
+#include "backends/cpu/split_reduce.h"
 #include "graph/error.h"
 
 namespace kiln {
@@ -16,8 +18,16 @@ namespace {
 
 using cpu::Launch;
 
+// A full reduction run as parallel partials (split_reduce.h).
+struct SplitLaunch {
+  Launch part, combine;
+  std::optional<Launch> tail;
+  size_t scratch_bytes = 0;
+};
+
 struct CpuKernel : CompiledKernel {
   Launch launch;
+  std::optional<SplitLaunch> split;
   std::string name;
   size_t nbuffers = 0;
   int nparams = 0;  // launch must supply at least this many params
@@ -53,9 +63,22 @@ class CpuQueue : public Queue {
         throw_error("cpu backend: kernel ", k.name, " got a missing or non-host buffer");
       ptrs.push_back(b->host_ptr());
     }
-    cpu::run_launch(k.launch, ptrs.data(), args.params.data());
+    if (k.split) {
+      run_split(*k.split, ptrs);
+    } else {
+      cpu::run_launch(k.launch, ptrs.data(), args.params.data());
+    }
     return nullptr;
   }
+  // Partials in parallel (each part is one TBB task), the tail and the combine inline.
+  static void run_split(const SplitLaunch& s, std::vector<void*> ptrs) {
+    std::vector<double> scratch((s.scratch_bytes + 7) / 8);  // 8-byte aligned
+    ptrs.push_back(scratch.data());
+    cpu::run_launch(s.part, ptrs.data(), nullptr);
+    if (s.tail) cpu::run_launch(*s.tail, ptrs.data(), nullptr);
+    cpu::run_launch(s.combine, ptrs.data(), nullptr);
+  }
+
   EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) override {
     if (!dst.host_ptr()) throw_error("cpu backend: copy into a non-host buffer");
     src.read(dst.host_ptr(), 0, bytes);
@@ -90,6 +113,7 @@ class CpuBackend : public Backend {
     ck->launch.fn = cpu::Jit::instance().get(canon, k.hash());
     ck->launch.domain = canon.domain;
     ck->launch.kept = canon.kept_axes();
+    if (auto split = cpu::split_full_reduction(canon)) ck->split = compile_split(*split);
     ck->name = k.name;
     ck->nbuffers = k.buffers.size();
     ck->nparams = params_needed(k);
@@ -101,6 +125,20 @@ class CpuBackend : public Backend {
   }
 
  private:
+  static Launch launch_of(const Kernel& k) {
+    k.validate();  // a rewrite bug surfaces as kiln::Error, never as wrong memory accesses
+    return Launch{cpu::Jit::instance().get(k, k.hash()), k.domain, k.kept_axes()};
+  }
+
+  static SplitLaunch compile_split(const cpu::SplitReduce& s) {
+    SplitLaunch l;
+    l.part = launch_of(s.part);
+    if (s.tail) l.tail = launch_of(*s.tail);
+    l.combine = launch_of(s.combine);
+    l.scratch_bytes = static_cast<size_t>(s.combine.domain[0].value) * s.partial_dtype.size();
+    return l;
+  }
+
   static void check_device(int device) {
     if (device != 0)
       throw_error("cpu backend: device cpu:", device, " does not exist (cpu:0 only)");

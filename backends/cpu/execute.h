@@ -1,8 +1,8 @@
 // Running a compiled kernel on the host: the launch splits the flattened kept domain into
 // chunks run by oneTBB. Small launches (under ~64K element steps) run on the calling thread, so
-// eager scalar work pays no scheduling cost. A full reduction (no kept axes) runs on one thread:
-// one core already streams ~40 of the ~45 GB/s this machine has, the vectorised reduction loop
-// keeps up with it, and the result is deterministic (no order-dependent partial sums).
+// eager scalar work pays no scheduling cost. A full reduction (no kept axes) has a single kept
+// point; large ones are rewritten into parallel partials first (split_reduce.h), small ones and
+// argmax run on one thread.
 #pragma once
 
 #include <cstdint>

@@ -3,14 +3,16 @@
 // would make a fused kernel ~20x slower. Float64 kernels call libm instead (bitwise the oracle).
 //
 // Each function takes and returns a scalar `float` llvm::Value (pow_f32: two). Polynomials use
-// llvm.fmuladd, so they fuse on FMA hosts; the bounds below were measured on this (AVX-512) host
-// by tests/test_cpu_backend.cpp (VectorMath.*) against libm in double rounded to float, over a
+// llvm.fmuladd, so they fuse on FMA hosts. erf trades accuracy (5 ulp, fit error 0.5 ulp plus
+// float rounding of P and Q) for speed: ~13 vector ops, so a fused gelu stays near the
+// bandwidth bound instead of being compute-bound; the bounds below were measured on this (AVX-512)
+// host by tests/test_cpu_backend.cpp (VectorMath.*) against libm in double rounded to float, over a
 // dense sweep plus edge cases (0, -0, +-inf, NaN, denormals, huge arguments):
 //
 //   function   algorithm                                                   max error
 //   exp        Cody-Waite by ln2, degree-7 Taylor, 2-step 2^n scaling      1 ulp
 //   log        fdlibm-style s = f/(2+f) series on [sqrt(.5), sqrt(2))      1 ulp
-//   erf        |x|<1: x*P6(x^2); else 1-exp(Q10(|x|-2.5)) (Chebyshev fits) 2 ulp
+//   erf        x*P5(x^2)/Q5(x^2) on |x|<=4 (rational least-squares fit)     5 ulp
 //   tanh       |x|<0.625: x+x^3*P5(x^2); else 1-2/(exp(2|x|)+1)            1 ulp
 //   sigmoid    1/(1+exp(-x))                                               2 ulp
 //   sin, cos   reduction by pi/2 in double (3-part, FMA), Taylor, |r|<=pi/4  2 ulp (|x|<2^48)
