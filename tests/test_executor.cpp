@@ -52,6 +52,24 @@ void expect_respects_deps(const Plan& p, const std::vector<int>& order) {
 
 Stream ref_stream() { return default_stream(device("reference")); }
 
+// Two tasks that each wait (up to 10 s) for the other to arrive: they finish promptly only if
+// they run at the same time.
+struct Meeting {
+  std::atomic<int> arrived{0};
+  std::atomic<bool> timed_out{false};
+  std::function<void()> task() {
+    return [this] {
+      arrived++;
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (arrived.load() < 2)
+        if (std::chrono::steady_clock::now() > until) {
+          timed_out = true;
+          return;
+        }
+    };
+  }
+};
+
 }  // namespace
 
 TEST(Executor, RandomDagsOnBothPaths) {
@@ -74,28 +92,19 @@ TEST(Executor, IndependentTasksRunInParallel) {
   // Two independent tasks that each wait for the other: only a parallel run finishes them.
   Plan p;
   int l = p.add_lane({StreamOrigin::Explicit, ref_stream()});
-  std::atomic<int> arrived{0};
-  std::atomic<bool> timed_out{false};
+  Meeting meeting;
   for (int i = 0; i < 2; ++i) {
     Task t;
     t.lane = l;
     t.name = "meet";
-    t.host = [&] {
-      arrived++;
-      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (arrived.load() < 2)
-        if (std::chrono::steady_clock::now() > until) {
-          timed_out = true;
-          return;
-        }
-    };
+    t.host = meeting.task();
     p.add_task(std::move(t));
   }
   p.finalize();
   RunOptions opt;
   opt.path = RunOptions::Path::Graph;
   execute(p, {}, opt);
-  EXPECT_FALSE(timed_out.load()) << "independent tasks did not run concurrently";
+  EXPECT_FALSE(meeting.timed_out.load()) << "independent tasks did not run concurrently";
 }
 
 TEST(Executor, ErrorsFailOnlyDependents) {
@@ -186,21 +195,12 @@ TEST(Executor, OneStreamKeepsSubmissionsApart) {
 TEST(Executor, DifferentStreamsRunConcurrently) {
   // A task on stream A waits for a task on stream B submitted from another thread.
   Stream a = new_stream(device("reference")), b = new_stream(device("reference"));
-  std::atomic<int> arrived{0};
-  std::atomic<bool> timed_out{false};
+  Meeting meeting;
   auto make = [&](Stream s) {
     Plan p;
     Task t;
     t.lane = p.add_lane({StreamOrigin::Explicit, s});
-    t.host = [&] {
-      arrived++;
-      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (arrived.load() < 2)
-        if (std::chrono::steady_clock::now() > until) {
-          timed_out = true;
-          return;
-        }
-    };
+    t.host = meeting.task();
     p.add_task(std::move(t));
     p.finalize();
     return p;
@@ -209,7 +209,7 @@ TEST(Executor, DifferentStreamsRunConcurrently) {
   std::thread ta([&] { execute(pa, {}); }), tb([&] { execute(pb, {}); });
   ta.join();
   tb.join();
-  EXPECT_FALSE(timed_out.load());
+  EXPECT_FALSE(meeting.timed_out.load());
 }
 
 TEST(Executor, RejectsWrongInputs) {
