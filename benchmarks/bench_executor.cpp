@@ -112,6 +112,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
+      // With --benchmark_repetitions, keep the median; skip mean/stddev/cv rows.
+      if (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median") continue;
       auto it = r.counters.find("ns_per_task");
       if (it != r.counters.end()) per_task[r.report_label] = it->second.value * 1e9;
       per_run[r.report_label] = r.GetAdjustedRealTime();
