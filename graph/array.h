@@ -29,7 +29,8 @@ struct ArrayNode {
   // Set once evaluated: row-major contiguous data, or the error that stopped evaluation.
   std::shared_ptr<Buffer> data;
   std::exception_ptr error;
-  uint64_t id;  // unique per node, for stable ordering and text names
+  bool in_flight = false;  // being computed by some eval (guarded by eval's lock)
+  uint64_t id;             // unique per node, for stable ordering and text names
 
   ArrayNode();
   ~ArrayNode();  // iterative: dropping a long chain must not recurse once per node

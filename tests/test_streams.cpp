@@ -189,3 +189,25 @@ TEST(Streams, SynchronizeReturns) {
   synchronize();
   EXPECT_FLOAT_EQ(sum(a).item<float>(), 8);
 }
+
+TEST(Streams, ManyThreadsEvaluateOneGraph) {
+  // Shared lazy arrays evaluated from several threads at once: each node is computed once and
+  // every thread sees the finished value.
+  for (int round = 0; round < 20; ++round) {
+    Array x = arange(0.0, 1000.0, 1.0);
+    Array shared = exp(x / 1000.0f) * 2.0f;
+    std::vector<Array> per_thread;
+    for (int t = 0; t < 4; ++t) per_thread.push_back(sum(shared + static_cast<float>(t)));
+    std::vector<float> got(4);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t)
+      ts.emplace_back([&, t] {
+        got[t] = per_thread[t].item<float>();
+        eval(shared);
+      });
+    for (auto& th : ts) th.join();
+    double base = 0;
+    for (int i = 0; i < 1000; ++i) base += 2 * std::exp(i / 1000.0);
+    for (int t = 0; t < 4; ++t) EXPECT_NEAR(got[t], base + 1000 * t, 1e-2 * (1 + base));
+  }
+}
