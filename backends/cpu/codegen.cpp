@@ -190,10 +190,14 @@ class Codegen {
     llvm::Value* j0 = idx[kept - 1];
     llvm::Value* n = b_.CreateBinaryIntrinsic(
         llvm::Intrinsic::smin, b_.CreateSub(extents_[kept - 1], j0), b_.CreateSub(end_, at));
-    loop(j0, b_.CreateNSWAdd(j0, n), !k_.reduce, [&](llvm::Value* j) {
-      point_[kept - 1] = j;
-      emit_point();
-    });
+    if (column_reduction()) {
+      emit_tiled_row(j0, n);
+    } else {
+      loop(j0, b_.CreateNSWAdd(j0, n), !k_.reduce, [&](llvm::Value* j) {
+        point_[kept - 1] = j;
+        emit_point();
+      });
+    }
     b_.CreateStore(b_.CreateNSWAdd(at, n), lin);
     b_.CreateBr(header);
     b_.SetInsertPoint(exit);
@@ -209,6 +213,10 @@ class Codegen {
     } else {
       for (int i = 0; i < n; ++i) vals_[i] = emit_value(i);
     }
+    emit_stores();
+  }
+
+  void emit_stores() {
     for (const Store& s : k_.stores) {
       const KernelBuffer& buf = k_.buffers[s.buffer];
       llvm::Value* v = vals_[s.value];
@@ -552,26 +560,25 @@ class Codegen {
   // double with `reassoc` (vectorisable); max/min keep the input type, propagate NaN and
   // vectorise; argmax follows the oracle step by step (NaN wins, first maximum) and stays scalar
   // (LLVM 15 cannot vectorise an index-tracking reduction).
+  // Where one kept point's reduction state lives: pointers to the accumulator, the argmax
+  // position and (vectorised max/min) the NaN flag, plus the shared step counter.
+  struct AccState {
+    Type* t;
+    llvm::Value *acc, *best_pos, *nan_seen, *pos;
+  };
+
   void emit_reduction() {
     const Reduction& red = *k_.reduce;
     const Value& rv = k_.body[red.value];
     Dtype in = k_.body[rv.a].dtype;
-    ReduceOp op = red.op;
-    bool fsum = in.is_float() && (op == ReduceOp::Sum || op == ReduceOp::Prod);
-    Type* acc_t = fsum ? b_.getDoubleTy() : reg_type(in);
-    llvm::AllocaInst* acc = entry_alloca(acc_t);
-    llvm::AllocaInst* pos = entry_alloca(b_.getInt64Ty());
-    llvm::AllocaInst* best_pos = entry_alloca(b_.getInt64Ty());
-    b_.CreateStore(reduce_init(op, in, acc_t), acc);
-    b_.CreateStore(i64(0), pos);
-    b_.CreateStore(i64(0), best_pos);
-    nan_seen_ = entry_alloca(b_.getInt1Ty());
-    b_.CreateStore(b_.getFalse(), nan_seen_);
+    AccState s = reduction_state(1);
+    init_state(s, nullptr);
     int kept = k_.kept_axes();
     std::function<void(int)> nest = [&](int axis) {
       if (axis == k_.ndim()) {
         for (int i = 0; i < red.value; ++i) vals_[i] = emit_value(i);
-        reduce_step(op, in, vals_[rv.a], acc, pos, best_pos);
+        reduce_step(red.op, in, vals_[rv.a], s, nullptr, false);
+        bump(s.pos);
         return;
       }
       loop(i64(0), extents_[axis], axis == k_.ndim() - 1, [&](llvm::Value* r) {
@@ -581,21 +588,127 @@ class Codegen {
     };
     nest(kept);
     for (int a = kept; a < k_.ndim(); ++a) point_[a] = i64(0);  // the epilogue's view
-    llvm::Value* result = b_.CreateLoad(acc_t, acc);
+    vals_[red.value] = reduce_result(s, nullptr, false);
+  }
+
+  // Column-style reductions (the reduced axes are strided, the innermost kept axis is
+  // contiguous): a row is processed in tiles of kTile kept points whose accumulators live in
+  // small arrays, and the loop over the tile is innermost. It is then an element-wise update
+  // the vectoriser widens, instead of a strided gather per point. Max/min use the oracle's
+  // exact step here (no reduction recurrence to vectorise).
+  static constexpr int64_t kTile = 256;
+
+  void emit_tiled_row(llvm::Value* j0, llvm::Value* n) {
+    const Reduction& red = *k_.reduce;
+    const Value& rv = k_.body[red.value];
+    Dtype in = k_.body[rv.a].dtype;
+    int kept = k_.kept_axes();
+    AccState s = reduction_state(kTile);
+    vals_.assign(k_.body.size(), nullptr);
+    llvm::Value* ntiles = b_.CreateSDiv(b_.CreateAdd(n, i64(kTile - 1)), i64(kTile));
+    loop(i64(0), ntiles, false, [&](llvm::Value* ti) {
+      llvm::Value* ts = b_.CreateAdd(j0, b_.CreateMul(ti, i64(kTile)));
+      llvm::Value* tn = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, i64(kTile),
+                                                 b_.CreateSub(b_.CreateAdd(j0, n), ts));
+      loop(i64(0), tn, true, [&](llvm::Value* t) { init_state(s, t); });
+      b_.CreateStore(i64(0), s.pos);
+      std::function<void(int)> nest = [&](int axis) {
+        if (axis == k_.ndim()) {
+          loop(i64(0), tn, true, [&](llvm::Value* t) {
+            point_[kept - 1] = b_.CreateAdd(ts, t);
+            for (int i = 0; i < red.value; ++i) vals_[i] = emit_value(i);
+            reduce_step(red.op, in, vals_[rv.a], s, t, true);
+          });
+          bump(s.pos);
+          return;
+        }
+        loop(i64(0), extents_[axis], false, [&](llvm::Value* r) {
+          point_[axis] = r;
+          nest(axis + 1);
+        });
+      };
+      nest(kept);
+      for (int a = kept; a < k_.ndim(); ++a) point_[a] = i64(0);
+      loop(i64(0), tn, false, [&](llvm::Value* t) {
+        point_[kept - 1] = b_.CreateAdd(ts, t);
+        vals_[red.value] = reduce_result(s, t, true);  // prologue Constants stay in vals_
+        for (int i = red.value + 1; i < static_cast<int>(k_.body.size()); ++i)
+          vals_[i] = emit_value(i);
+        emit_stores();
+      });
+    });
+  }
+
+  // True when the tiled walk pays: some prologue load is contiguous along the innermost kept
+  // axis and none is contiguous along the innermost reduced axis. Constant strides only.
+  bool column_reduction() const {
+    if (!k_.reduce || k_.kept_axes() == 0) return false;
+    int kin = k_.kept_axes() - 1, rin = k_.ndim() - 1;
+    bool kept_unit = false;
+    for (int i = 0; i < k_.reduce->value; ++i) {
+      const Value& v = k_.body[i];
+      if (v.kind != ValueKind::Load) continue;
+      const IndexMap& m = k_.buffers[v.buffer].map;
+      if (m.strides[rin] == Dim::constant(1) || m.strides[rin].is_runtime()) return false;
+      kept_unit = kept_unit || m.strides[kin] == Dim::constant(1);
+    }
+    return kept_unit;
+  }
+
+  // Accumulator storage for `lanes` kept points (arrays when tiled).
+  AccState reduction_state(int64_t lanes) {
+    const Reduction& red = *k_.reduce;
+    Dtype in = k_.body[k_.body[red.value].a].dtype;
+    bool fsum = in.is_float() && (red.op == ReduceOp::Sum || red.op == ReduceOp::Prod);
+    AccState s;
+    s.t = fsum ? b_.getDoubleTy() : reg_type(in);
+    IRBuilder<> eb(entry_, entry_->begin());
+    s.acc = eb.CreateAlloca(s.t, i64(lanes));
+    s.best_pos = eb.CreateAlloca(b_.getInt64Ty(), i64(lanes));
+    s.nan_seen = eb.CreateAlloca(b_.getInt1Ty(), i64(lanes));
+    s.pos = eb.CreateAlloca(b_.getInt64Ty());
+    return s;
+  }
+
+  llvm::Value* lane(Type* t, llvm::Value* base, llvm::Value* index) {
+    return index ? b_.CreateInBoundsGEP(t, base, index) : base;
+  }
+
+  void init_state(const AccState& s, llvm::Value* t) {
+    const Reduction& red = *k_.reduce;
+    Dtype in = k_.body[k_.body[red.value].a].dtype;
+    b_.CreateStore(reduce_init(red.op, in, s.t), lane(s.t, s.acc, t));
+    b_.CreateStore(i64(0), lane(b_.getInt64Ty(), s.best_pos, t));
+    b_.CreateStore(b_.getFalse(), lane(b_.getInt1Ty(), s.nan_seen, t));
+    if (!t) b_.CreateStore(i64(0), s.pos);
+  }
+
+  void bump(llvm::Value* counter) {
+    b_.CreateStore(b_.CreateNSWAdd(b_.CreateLoad(b_.getInt64Ty(), counter), i64(1)), counter);
+  }
+
+  // The Reduce value of one kept point from its final state.
+  llvm::Value* reduce_result(const AccState& s, llvm::Value* t, bool exact_minmax) {
+    const Reduction& red = *k_.reduce;
+    const Value& rv = k_.body[red.value];
+    Dtype in = k_.body[rv.a].dtype;
+    ReduceOp op = red.op;
+    bool fsum = in.is_float() && (op == ReduceOp::Sum || op == ReduceOp::Prod);
+    llvm::Value* result = b_.CreateLoad(s.t, lane(s.t, s.acc, t));
     if (op == ReduceOp::Argmax) {
-      result = b_.CreateLoad(b_.getInt64Ty(), best_pos);
+      result = b_.CreateLoad(b_.getInt64Ty(), lane(b_.getInt64Ty(), s.best_pos, t));
       in = int64;
     } else if (fsum) {
       in = float64;  // the double accumulator, rounded once by the cast below
     } else if (op == ReduceOp::Max || op == ReduceOp::Min) {
       // An empty max/min is 0 in the oracle (ops reject it before it gets here).
-      if (in.is_float())
-        result = b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), nan_seen_),
-                                 llvm::ConstantFP::getNaN(acc_t), result);
-      llvm::Value* empty = b_.CreateICmpEQ(b_.CreateLoad(b_.getInt64Ty(), pos), i64(0));
-      result = b_.CreateSelect(empty, llvm::Constant::getNullValue(acc_t), result);
+      if (in.is_float() && !exact_minmax)
+        result = b_.CreateSelect(b_.CreateLoad(b_.getInt1Ty(), s.nan_seen),
+                                 llvm::ConstantFP::getNaN(s.t), result);
+      llvm::Value* empty = b_.CreateICmpEQ(b_.CreateLoad(b_.getInt64Ty(), s.pos), i64(0));
+      result = b_.CreateSelect(empty, llvm::Constant::getNullValue(s.t), result);
     }
-    vals_[red.value] = cast(result, in, rv.dtype);
+    return cast(result, in, rv.dtype);
   }
 
   llvm::Value* reduce_init(ReduceOp op, Dtype in, Type* t) {
@@ -616,14 +729,16 @@ class Codegen {
     return iconst(in, one ? 1 : 0);
   }
 
-  void reduce_step(ReduceOp op, Dtype in, llvm::Value* x, llvm::AllocaInst* acc_slot,
-                   llvm::AllocaInst* pos, llvm::AllocaInst* best_pos) {
-    Type* t = acc_slot->getAllocatedType();
-    llvm::Value* acc = b_.CreateLoad(t, acc_slot);
+  // One reduction step for x. `exact_minmax` selects the oracle's compare for float max/min
+  // (tiled walk); otherwise they use the vectorisable NaN-aside form.
+  void reduce_step(ReduceOp op, Dtype in, llvm::Value* x, const AccState& s, llvm::Value* t,
+                   bool exact_minmax) {
+    Type* ty = s.t;
+    llvm::Value* acc_ptr = lane(ty, s.acc, t);
+    llvm::Value* acc = b_.CreateLoad(ty, acc_ptr);
     llvm::Value* next = nullptr;
-    llvm::Value* p = b_.CreateLoad(b_.getInt64Ty(), pos);
     if (in.is_float() && (op == ReduceOp::Sum || op == ReduceOp::Prod)) {
-      llvm::Value* xd = in == float32 ? b_.CreateFPExt(x, t) : x;
+      llvm::Value* xd = in == float32 ? b_.CreateFPExt(x, ty) : x;
       llvm::FastMathFlags fmf;
       fmf.setAllowReassoc();
       next = op == ReduceOp::Sum ? b_.CreateFAdd(acc, xd) : b_.CreateFMul(acc, xd);
@@ -633,14 +748,14 @@ class Codegen {
         next = op == ReduceOp::Sum ? b_.CreateOr(acc, x) : b_.CreateAnd(acc, x);
       else
         next = op == ReduceOp::Sum ? b_.CreateAdd(acc, x) : b_.CreateMul(acc, x);
-    } else if (in.is_float() && op != ReduceOp::Argmax) {
+    } else if (in.is_float() && op != ReduceOp::Argmax && !exact_minmax) {
       // Vectorisable NaN-propagating max/min: NaNs are counted aside and replaced by the
       // identity, so the compare/select never sees one and may carry nnan/nsz, which is what
       // LLVM 15's vectoriser needs to treat it as a min/max reduction. nsz means a tie between
       // -0 and +0 may return either (they compare equal; the oracle returns the first).
-      b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), nan_seen_), b_.CreateFCmpUNO(x, x)),
-                     nan_seen_);
-      llvm::Value* xs = b_.CreateSelect(b_.CreateFCmpUNO(x, x), reduce_init(op, in, t), x);
+      b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt1Ty(), s.nan_seen), b_.CreateFCmpUNO(x, x)),
+                     s.nan_seen);
+      llvm::Value* xs = b_.CreateSelect(b_.CreateFCmpUNO(x, x), reduce_init(op, in, ty), x);
       llvm::FastMathFlags fmf;
       fmf.setNoNaNs();
       fmf.setNoSignedZeros();
@@ -661,12 +776,13 @@ class Codegen {
         better = op == ReduceOp::Min ? b_.CreateICmpSLT(x, acc) : b_.CreateICmpSGT(x, acc);
       }
       next = b_.CreateSelect(better, x, acc);
-      if (op == ReduceOp::Argmax)
-        b_.CreateStore(b_.CreateSelect(better, p, b_.CreateLoad(b_.getInt64Ty(), best_pos)),
-                       best_pos);
+      if (op == ReduceOp::Argmax) {
+        llvm::Value* bp = lane(b_.getInt64Ty(), s.best_pos, t);
+        llvm::Value* p = b_.CreateLoad(b_.getInt64Ty(), s.pos);
+        b_.CreateStore(b_.CreateSelect(better, p, b_.CreateLoad(b_.getInt64Ty(), bp)), bp);
+      }
     }
-    b_.CreateStore(next, acc_slot);
-    b_.CreateStore(b_.CreateNSWAdd(p, i64(1)), pos);
+    b_.CreateStore(next, acc_ptr);
   }
 
   const Kernel& k_;
@@ -675,7 +791,6 @@ class Codegen {
   IRBuilder<> b_;
   llvm::Function* fn_ = nullptr;
   llvm::Function* ipow_ = nullptr;
-  llvm::AllocaInst* nan_seen_ = nullptr;  // float max/min: a NaN was reduced
   llvm::BasicBlock* entry_ = nullptr;
   llvm::Value* begin_ = nullptr;
   llvm::Value* end_ = nullptr;

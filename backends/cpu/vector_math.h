@@ -15,11 +15,10 @@
 //   erf        x*P5(x^2)/Q5(x^2) on |x|<=4 (rational least-squares fit)     5 ulp
 //   tanh       |x|<0.625: x+x^3*P5(x^2); else 1-2/(exp(2|x|)+1)            1 ulp
 //   sigmoid    1/(1+exp(-x))                                               2 ulp
-//   sin, cos   reduction by pi/2 in double (3-part, FMA), Taylor, |r|<=pi/4  2 ulp (|x|<2^48)
+//   sin, cos   |x|*2/pi mod 4 exactly (4-part 2/pi, FMA), Taylor, |r|<=pi/4  2 ulp
 //   pow        computed in double: exp2(y*log2|x|) with in-house series    1 ulp
 //   sqrt       llvm.sqrt (correctly rounded); rsqrt: 1/sqrt in double      0 ulp (exact)
 // Denormal results (exp of x < -87.3) may be off by one denormal step (double rounding).
-// sin/cos of |x| >= 2^48 lose accuracy (the 3-part reduction is no longer exact).
 #pragma once
 
 namespace llvm {
