@@ -281,7 +281,7 @@ void bind_buffers(const Plan& plan, CallState& st,
     st.buffers[plan.inputs[i]] = inputs[i];
   }
   // In execution order, so a copy's source is bound before the copy decides to alias it.
-  for (int t : plan.order()) {
+  for (int t : plan.slot_tasks()) {
     const Task& task = plan.tasks()[t];
     Lane& lane = *st.lanes[task.lane];
     if (task.kind == TaskKind::Copy) {

@@ -66,6 +66,9 @@ void Plan::finalize() {
       if (--indegree[s] == 0) ready.push_back(s);
   }
   if (static_cast<int>(order_.size()) != n) throw_error("plan: the task graph has a cycle");
+  slot_tasks_.clear();
+  for (int t : order_)
+    if (!tasks_[t].slots.empty()) slot_tasks_.push_back(t);
   producers_.assign(slots_.size(), {});
   for (int t = 0; t < n; ++t) {
     const Task& task = tasks_[t];

@@ -75,6 +75,9 @@ class Plan {
   const std::vector<Slot>& slots() const { return slots_; }
   const std::vector<Task>& tasks() const { return tasks_; }
   const std::vector<int>& order() const { return order_; }  // a topological order of tasks
+  // The tasks of order() that touch slots: all a call needs to visit to bind buffers (a plan of
+  // host callbacks binds nothing, whatever its size).
+  const std::vector<int>& slot_tasks() const { return slot_tasks_; }
   const std::vector<std::vector<int>>& successors() const { return succ_; }
   const std::vector<int>& producers(int slot) const { return producers_[slot]; }
   // Temporaries that never live at the same time share storage: storage(slot) is its group
@@ -91,6 +94,7 @@ class Plan {
   std::vector<Slot> slots_;
   std::vector<Task> tasks_;
   std::vector<int> order_;
+  std::vector<int> slot_tasks_;
   std::vector<std::vector<int>> succ_;
   std::vector<std::vector<int>> producers_;
   std::vector<int> storage_;
