@@ -50,6 +50,9 @@ void eval(const std::vector<Array>& arrays) {
             "eval: cannot evaluate while a compiled function is being traced: its inputs are "
             "placeholders without data. Return the arrays from the function instead.");
   }
+  bool ready = true;  // the common case, evaluating a compiled call's outputs: no lock at all
+  for (const Array& a : arrays) ready = ready && a.is_evaluated();
+  if (ready) return rethrow_first_error(arrays);
   std::unique_lock<std::mutex> lock(g_mu);
   std::vector<Array> pending, order;
   std::unordered_map<const ArrayNode*, int> refs;  // references from inside this evaluation
@@ -79,6 +82,7 @@ void eval(const std::vector<Array>& arrays) {
     for (const Array& in : n.inputs)
       if (in.node()->error) n.error = in.node()->error;
     if (n.error) {
+      n.ready.store(true, std::memory_order_release);
       detach(n);
       continue;
     }
@@ -114,6 +118,7 @@ void eval(const std::vector<Array>& arrays) {
           ArrayNode& n = *outputs[i].node();
           n.data = result->outputs[i];
           n.error = result->errors[i];
+          n.ready.store(true, std::memory_order_release);
         }
       for (const Array& a : outputs)
         if (result) detach(*a.node());

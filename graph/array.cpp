@@ -62,6 +62,7 @@ Array::Array(Shape shape, Dtype dtype, std::shared_ptr<Buffer> data, ResolvedStr
   node_->op = Op::Constant;
   node_->data = std::move(data);
   node_->stream = std::move(stream);
+  node_->ready.store(true, std::memory_order_release);
 }
 
 int64_t Array::shape(int axis) const {

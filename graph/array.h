@@ -2,6 +2,7 @@
 // array is evaluated (eval, item, to_vector). Copies of an Array share one node.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -30,7 +31,9 @@ struct ArrayNode {
   std::shared_ptr<Buffer> data;
   std::exception_ptr error;
   bool in_flight = false;  // being computed by some eval (guarded by eval's lock)
-  uint64_t id;             // unique per node, for stable ordering and text names
+  // Set (release) once data or error is final; readers that see it need no lock.
+  std::atomic<bool> ready{false};
+  uint64_t id;  // unique per node, for stable ordering and text names
 
   ArrayNode();
   ~ArrayNode();  // iterative: dropping a long chain must not recurse once per node
@@ -57,7 +60,7 @@ class Array {
   Stream stream() const { return node_->stream.stream; }
   Device device() const { return node_->stream.stream.device; }
 
-  bool is_evaluated() const { return node_->data != nullptr || node_->error != nullptr; }
+  bool is_evaluated() const { return node_->ready.load(std::memory_order_acquire); }
   bool is_placeholder() const { return node_->op == Op::Placeholder; }
 
   // Evaluate if needed and read the single element / all elements converted to T.
