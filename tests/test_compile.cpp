@@ -440,3 +440,24 @@ TEST(Lowering, TemporariesShareStorageByLiveness) {
   Array z = a * 2.0f + b * 3.0f;
   EXPECT_NEAR(z.to_vector<float>()[0], 2 * std::exp(1.0) + 3 * std::log(2.0), 1e-5);
 }
+
+TEST(Compile, EnvironmentDisablesCompile) {
+#ifdef KILN_CLI_PATH
+  // `kiln demo` counts the calls of its compiled function's body: once when compiled, at every
+  // call when KILN_DISABLE_COMPILE=1.
+  auto traces = [](const std::string& env) {
+    std::string cmd = env + " " + KILN_CLI_PATH + " demo 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (p && fgets(buf, sizeof buf, p)) out += buf;
+    if (p) pclose(p);
+    auto at = out.find("traces of the user function: ");
+    return at == std::string::npos ? -1 : std::atoi(out.c_str() + at + 29);
+  };
+  EXPECT_EQ(traces("KILN_DISABLE_COMPILE=0"), 1);
+  EXPECT_GT(traces("KILN_DISABLE_COMPILE=1"), 10);
+#else
+  GTEST_SKIP() << "the kiln command is not built";
+#endif
+}
