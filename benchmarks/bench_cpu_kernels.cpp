@@ -200,6 +200,29 @@ std::string label(const char* what, int64_t n, int threads) {
   return std::string(what) + "/" + std::to_string(n) + "/threads:" + std::to_string(threads);
 }
 
+// A hand-written loop over the shared input and output, on `threads` threads.
+template <void (*Loop)(const float*, float*, int64_t)>
+void host_loop(benchmark::State& state, const char* name) {
+  int64_t n = state.range(0);
+  int threads = static_cast<int>(state.range(1));
+  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
+  Data& d = data(n);
+  auto* x = static_cast<const float*>(d.in->host_ptr());
+  auto* y = static_cast<float*>(d.out->host_ptr());
+  timed_loop(state, label(name, n, threads), [&] { Loop(x, y, n); });
+  state.SetBytesProcessed(state.iterations() * n * 8);
+}
+
+// Every size on 1 and 2 threads.
+void all_sizes(benchmark::internal::Benchmark* b) {
+  for (int64_t n : {kBig, int64_t{1} << 20, int64_t{1000}})
+    for (int t : {1, 2}) b->Args({n, t});
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+void big_only(benchmark::internal::Benchmark* b) {
+  b->Args({kBig, 1})->Args({kBig, 2})->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
 void BM_GeluJit(benchmark::State& state) {
   int64_t n = state.range(0);
   int threads = static_cast<int>(state.range(1));
@@ -213,49 +236,14 @@ void BM_GeluJit(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * n * 8);
 }
 
-void BM_GeluHand(benchmark::State& state) {
-  int64_t n = state.range(0);
-  int threads = static_cast<int>(state.range(1));
-  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
-  Data& d = data(n);
-  auto* x = static_cast<const float*>(d.in->host_ptr());
-  auto* y = static_cast<float*>(d.out->host_ptr());
-  timed_loop(state, label("gelu_hand", n, threads), [&] { hand_gelu(x, y, n); });
-  state.SetBytesProcessed(state.iterations() * n * 8);
-}
+void BM_GeluHand(benchmark::State& state) { host_loop<hand_gelu>(state, "gelu_hand"); }
 
 #ifdef __AVX512F__
-void BM_GeluLibmvec(benchmark::State& state) {
-  int64_t n = state.range(0);
-  int threads = static_cast<int>(state.range(1));
-  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
-  Data& d = data(n);
-  auto* x = static_cast<const float*>(d.in->host_ptr());
-  auto* y = static_cast<float*>(d.out->host_ptr());
-  timed_loop(state, label("gelu_libmvec", n, threads), [&] { libmvec_gelu(x, y, n); });
-  state.SetBytesProcessed(state.iterations() * n * 8);
-}
-BENCHMARK(BM_GeluLibmvec)
-    ->Args({kBig, 1})
-    ->Args({kBig, 2})
-    ->Args({1 << 20, 1})
-    ->Args({1 << 20, 2})
-    ->Args({1000, 1})
-    ->Args({1000, 2})
-    ->UseRealTime()
-    ->Unit(benchmark::kMicrosecond);
+void BM_GeluLibmvec(benchmark::State& state) { host_loop<libmvec_gelu>(state, "gelu_libmvec"); }
+BENCHMARK(BM_GeluLibmvec)->Apply(all_sizes);
 #endif
 
-void BM_StreamCopy(benchmark::State& state) {
-  int64_t n = state.range(0);
-  int threads = static_cast<int>(state.range(1));
-  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
-  Data& d = data(n);
-  auto* x = static_cast<const float*>(d.in->host_ptr());
-  auto* y = static_cast<float*>(d.out->host_ptr());
-  timed_loop(state, label("copy", n, threads), [&] { stream_copy(x, y, n); });
-  state.SetBytesProcessed(state.iterations() * n * 8);
-}
+void BM_StreamCopy(benchmark::State& state) { host_loop<stream_copy>(state, "copy"); }
 
 // The same gelu through the public ops, eagerly: five kernels, one per op, each with a fresh
 // 524 MB temporary from the buffer pool (the pool is what keeps this from page-faulting).
@@ -322,46 +310,13 @@ void BM_CompileLatency(benchmark::State& state) {
 }
 
 #ifdef __AVX512F__
-void BM_StreamCopyNT(benchmark::State& state) {
-  int64_t n = state.range(0);
-  int threads = static_cast<int>(state.range(1));
-  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
-  Data& d = data(n);
-  auto* x = static_cast<const float*>(d.in->host_ptr());
-  auto* y = static_cast<float*>(d.out->host_ptr());
-  timed_loop(state, label("copy_nt", n, threads), [&] { stream_copy_nt(x, y, n); });
-  state.SetBytesProcessed(state.iterations() * n * 8);
-}
-BENCHMARK(BM_StreamCopyNT)
-    ->Args({kBig, 1})
-    ->Args({kBig, 2})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
+void BM_StreamCopyNT(benchmark::State& state) { host_loop<stream_copy_nt>(state, "copy_nt"); }
+BENCHMARK(BM_StreamCopyNT)->Apply(big_only);
 #endif
 
-BENCHMARK(BM_StreamCopy)
-    ->Args({kBig, 1})
-    ->Args({kBig, 2})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_GeluHand)
-    ->Args({kBig, 1})
-    ->Args({kBig, 2})
-    ->Args({1 << 20, 1})
-    ->Args({1 << 20, 2})
-    ->Args({1000, 1})
-    ->Args({1000, 2})
-    ->UseRealTime()
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_GeluJit)
-    ->Args({kBig, 1})
-    ->Args({kBig, 2})
-    ->Args({1 << 20, 1})
-    ->Args({1 << 20, 2})
-    ->Args({1000, 1})
-    ->Args({1000, 2})
-    ->UseRealTime()
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_StreamCopy)->Apply(big_only);
+BENCHMARK(BM_GeluHand)->Apply(all_sizes);
+BENCHMARK(BM_GeluJit)->Apply(all_sizes);
 BENCHMARK(BM_GeluEager)->Iterations(5)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_FullReduce)
     ->Arg(static_cast<int>(ReduceOp::Sum))
