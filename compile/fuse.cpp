@@ -73,7 +73,7 @@ class Emitter {
   }
 
   // A reduction `r`, with `root` the end of its epilogue chain (r itself when there is none).
-  FusedStep reduction(const ArrayNode& r, const ArrayNode& root, const NodeSet& epilogue) {
+  FusedStep reduction(const ArrayNode& r, const ArrayNode& root) {
     const Array& x = r.inputs[0];
     const std::vector<int>& axes = r.params.axes;
     std::vector<int> kept;
@@ -111,7 +111,6 @@ class Emitter {
     epilogue_ = true;
     reduce_node_ = &r;
     reduce_value_ = rv;
-    epilogue_nodes_ = &epilogue;
     int v = &root == &r ? rv : emit(root, out);
     store(root, v, pm(out.buffer_map(contiguous_strides(root.shape))));
     return finish(&root);
@@ -318,7 +317,6 @@ class Emitter {
   bool epilogue_ = false;
   const ArrayNode* reduce_node_ = nullptr;
   int reduce_value_ = -1;
-  const NodeSet* epilogue_nodes_ = nullptr;
 };
 
 class Planner {
@@ -373,7 +371,6 @@ class Planner {
   void choose_epilogues() {
     mat_ = forced_;
     epilogue_root_.clear();
-    epilogue_nodes_.clear();
     if (!opts_.fuse) return;
     NodeSet claimed;  // nodes already inside some reduction's epilogue
     for (const Array& a : order_) {
@@ -398,7 +395,6 @@ class Planner {
       for (const ArrayNode* c : chain) mat_.erase(c);
       mat_.insert(cur);
       epilogue_root_[cur] = r;
-      epilogue_nodes_[cur] = chain;
     }
   }
 
@@ -495,11 +491,10 @@ class Planner {
           steps.push_back(
               emit_or_split({n}, [&](Emitter& e) { return e.concatenate_piece(*n, i); }));
       } else if (n->op == Op::Reduce) {
-        steps.push_back(emit_or_split({n}, [&](Emitter& e) { return e.reduction(*n, *n, {}); }));
+        steps.push_back(emit_or_split({n}, [&](Emitter& e) { return e.reduction(*n, *n); }));
       } else if (auto it = epilogue_root_.find(n); it != epilogue_root_.end()) {
-        const NodeSet& chain = epilogue_nodes_.at(n);
         steps.push_back(
-            emit_or_split({n}, [&](Emitter& e) { return e.reduction(*it->second, *n, chain); }));
+            emit_or_split({n}, [&](Emitter& e) { return e.reduction(*it->second, *n); }));
       } else {
         steps.push_back(elementwise_group(n, done));
       }
@@ -624,7 +619,6 @@ class Planner {
   NodeSet pinned_;  // stored whatever else fusion decides (outputs, lane edges, feedback)
   std::unordered_map<const ArrayNode*, std::vector<const ArrayNode*>> consumers_;
   std::unordered_map<const ArrayNode*, const ArrayNode*> epilogue_root_;
-  std::unordered_map<const ArrayNode*, NodeSet> epilogue_nodes_;
   mutable std::unordered_map<const ArrayNode*, size_t> positions_;
 };
 
