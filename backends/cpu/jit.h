@@ -17,7 +17,7 @@ namespace kiln::cpu {
 using KernelFn = void (*)(void* const* buffers, const int64_t* params, int64_t begin, int64_t end);
 
 // Bumped whenever generated code changes meaning or ABI: it is part of the disk-cache key.
-constexpr int kCodegenVersion = 6;
+constexpr int kCodegenVersion = 7;
 
 struct JitStats {
   int64_t memory_hits = 0;
