@@ -105,7 +105,7 @@ struct CompiledFunction::Impl {
 
 std::shared_ptr<Entry> CompiledFunction::Impl::trace(const std::vector<Array>& args,
                                                      const std::vector<Array>& state) const {
-  uint64_t first_traced_id = ArrayNode().id;  // nodes made from here on belong to the trace
+  uint64_t first_traced_id = next_node_id();  // nodes made from here on belong to the trace
   auto placeholder = [](const Array& a) {
     return Array(a.shape(), a.dtype(), Op::Placeholder, {}, {},
                  ResolvedStream{current_stream(), StreamOrigin::Default});

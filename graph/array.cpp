@@ -30,6 +30,8 @@ void convert_from(Dtype d, const void* src, T* dst, int64_t n) {
 
 ArrayNode::ArrayNode() : id(g_next_id.fetch_add(1, std::memory_order_relaxed)) {}
 
+uint64_t next_node_id() { return g_next_id.load(std::memory_order_relaxed); }
+
 ArrayNode::~ArrayNode() {
   // Take over the inputs that only this chain holds, so each is destroyed with empty inputs.
   std::vector<Array> pending = std::move(inputs);

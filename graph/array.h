@@ -80,6 +80,9 @@ class Array {
   std::shared_ptr<ArrayNode> node_;
 };
 
+// The id the next node will get: nodes with smaller ids existed before this call.
+uint64_t next_node_id();
+
 // The evaluation entry point lives in compile/; it registers itself here so that item() and
 // to_vector() can evaluate without graph/ including a higher layer.
 using EvalHook = void (*)(const std::vector<Array>&);
