@@ -104,7 +104,20 @@ Array load_npy(const std::string& path, StreamOrDevice s) {
     shape.push_back(v);
   }
 
+  try {
+    check_shape(shape, "load_npy");
+  } catch (const Error& e) {
+    throw_error("load_npy: '", path, "': ", e.what());
+  }
   size_t nbytes = static_cast<size_t>(shape_size(shape)) * dtype.size();
+  // Compare with what the file holds before allocating: a lying header must not exhaust memory.
+  std::streampos here = in.tellg();
+  in.seekg(0, std::ios::end);
+  std::streamoff available = in.tellg() - here;
+  in.seekg(here);
+  if (available < 0 || static_cast<size_t>(available) < nbytes)
+    throw_error("load_npy: '", path, "' is truncated: shape ", shape, " of ", dtype, " needs ",
+                nbytes, " bytes of data, found ", available < 0 ? 0 : available);
   std::vector<char> data(nbytes);
   in.read(data.data(), static_cast<std::streamsize>(nbytes));
   if (static_cast<size_t>(in.gcount()) != nbytes)

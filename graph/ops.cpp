@@ -194,7 +194,11 @@ Array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice
     throw_error("arange: start ", start, ", stop ", stop, ", step ", step,
                 " must be finite with a non-zero step");
   if (dtype.is_bool()) throw_error("arange: dtype bool is not valid (use an int or float dtype)");
-  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((stop - start) / step)));
+  double count = std::ceil((stop - start) / step);
+  if (count > static_cast<double>(int64_t{1} << 48))
+    throw_error("arange: start ", start, ", stop ", stop, ", step ", step, " give ", count,
+                " elements (at most 2^48)");
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
   Params p;
   p.value = Scalar::of(start).cast(dtype);
   p.step_value = Scalar::of(step).cast(dtype);

@@ -68,6 +68,13 @@ std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const ch
 void check_shape(const Shape& s, const char* op) {
   for (int64_t d : s)
     if (d < 0) throw_error(op, ": shape ", s, " has a negative extent (extents must be >= 0)");
+  // Sizes are int64 element counts; refuse shapes whose size would overflow them.
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d != 0 && n > (int64_t{1} << 62) / d)
+      throw_error(op, ": shape ", s, " has more than 2^62 elements");
+    n *= d;
+  }
 }
 
 }  // namespace kiln

@@ -67,6 +67,8 @@ TEST(Errors, Creation) {
   expect_error([] { arange(0, 1, 0); }, {"arange", "non-zero step"});
   expect_error([] { zeros({2}).item<float>(); }, {"item", "(2,)", "exactly one"});
   expect_error([] { random::uniform(1.0, 0.0, {2}); }, {"low", "high"});
+  expect_error([] { zeros({int64_t{1} << 40, int64_t{1} << 40}); }, {"full", "2^62"});
+  expect_error([] { arange(0.0, 1e30); }, {"arange", "2^48"});
 }
 
 TEST(Errors, Devices) {

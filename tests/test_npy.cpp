@@ -96,4 +96,14 @@ TEST(Npy, MalformedFilesAreRejected) {
   write_bytes(tmp("header_cut.npy"), std::string("\x93NUMPY\x01\x00\xff\x00{'descr'", 17));
   expect_error([] { load_npy(tmp("header_cut.npy")); }, {"load_npy", "header"});
   expect_error([] { save_npy("/nonexistent-dir/a.npy", zeros({1})); }, {"save_npy", "cannot open"});
+  // A header claiming far more data than the file holds is rejected before allocating.
+  write_bytes(
+      tmp("liar.npy"),
+      npy_header("{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000, 1000), }") +
+          std::string(64, '\0'));
+  expect_error([] { load_npy(tmp("liar.npy")); }, {"load_npy", "truncated"});
+  write_bytes(
+      tmp("overflow.npy"),
+      npy_header("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }"));
+  expect_error([] { load_npy(tmp("overflow.npy")); }, {"load_npy", "2^62"});
 }
