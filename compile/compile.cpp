@@ -63,6 +63,7 @@ struct Entry {
   std::vector<Array> outputs;       // simplified traced graph
   std::vector<Array> placeholders;  // call args, then captured `inputs` state
   size_t num_user_outputs = 0;
+  std::vector<size_t> state_output_sizes;  // per `outputs` container, as the trace left it
   std::mutex mu;
   std::map<std::vector<int64_t>, std::shared_ptr<Lowered>> lowered;  // by input shapes
   std::shared_ptr<Lowered> single;  // without shapeless: the one lowering, read without a lock
@@ -120,6 +121,7 @@ std::shared_ptr<Entry> CompiledFunction::Impl::trace(const std::vector<Array>& a
   for (auto* v : options.inputs) saved_in.push_back(*v);
   for (auto* v : options.outputs) saved_out.push_back(*v);
   std::vector<Array> outputs;
+  std::vector<size_t> state_sizes;
   size_t num_user = 0;
   {
     size_t k = 0;
@@ -138,7 +140,10 @@ std::shared_ptr<Entry> CompiledFunction::Impl::trace(const std::vector<Array>& a
     TraceStateGuard tracing;
     outputs = fn(ph_args);
     num_user = outputs.size();
-    for (auto* v : options.outputs) outputs.insert(outputs.end(), v->begin(), v->end());
+    for (auto* v : options.outputs) {
+      state_sizes.push_back(v->size());
+      outputs.insert(outputs.end(), v->begin(), v->end());
+    }
   }
 
   // Captured arrays made before the trace but not yet evaluated are constants: compute them now.
@@ -155,6 +160,7 @@ std::shared_ptr<Entry> CompiledFunction::Impl::trace(const std::vector<Array>& a
   e->outputs = simplify(outputs, stop, nullptr, options.shapeless);
   e->placeholders = stop;
   e->num_user_outputs = num_user;
+  e->state_output_sizes = state_sizes;
   // Without shapeless the signature fixes every shape: lower now, once, before publishing.
   if (!options.shapeless) e->single = lower_entry(e->outputs, e->placeholders, false);
   return e;
@@ -217,9 +223,13 @@ std::vector<Array> CompiledFunction::Impl::run(const Entry& entry, const Lowered
     outs.push_back(out);
   }
   // Write the captured outputs back, then hand the user outputs to the caller.
-  size_t k = entry.num_user_outputs;
-  for (auto* v : options.outputs)
-    for (Array& a : *v) a = outs[k++];
+  // Each container gets exactly what the trace wrote into it, whatever its size is now.
+  auto at = outs.begin() + static_cast<long>(entry.num_user_outputs);
+  for (size_t i = 0; i < options.outputs.size(); ++i) {
+    auto n = static_cast<long>(entry.state_output_sizes[i]);
+    options.outputs[i]->assign(at, at + n);
+    at += n;
+  }
   outs.erase(outs.begin() + static_cast<long>(entry.num_user_outputs), outs.end());
   return outs;
 }

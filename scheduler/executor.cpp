@@ -18,12 +18,12 @@ namespace flow = oneapi::tbb::flow;
 struct CallState {
   const Plan* plan = nullptr;
   const Binding* binding = nullptr;
-  std::vector<Lane*> lanes;                         // per plan lane
-  std::vector<std::shared_ptr<Buffer>> buffers;     // per slot
-  std::vector<std::shared_ptr<Buffer>> storage;     // per shared-storage group of temps
-  std::vector<bool> aliased_copy;                   // per task: a copy that became an alias
-  std::vector<const CompiledKernel*> task_kernels;  // per task
-  std::vector<std::exception_ptr> errors;           // per task
+  std::vector<Lane*> lanes;                      // per plan lane
+  std::vector<std::shared_ptr<Buffer>> buffers;  // per slot
+  std::vector<std::shared_ptr<Buffer>> storage;  // per shared-storage group of temps
+  std::vector<bool> aliased_copy;                // per task: a copy that became an alias
+  const std::vector<const CompiledKernel*>* task_kernels = nullptr;  // per task (the binding's)
+  std::vector<std::exception_ptr> errors;                            // per task
   std::atomic<bool> failed{false};
   bool profiling = false;
 };
@@ -62,12 +62,12 @@ EventPtr start_task(CallState& st, int t) {
         if (task.host) task.host();
         return nullptr;
       case TaskKind::Kernel: {
-        if (!st.task_kernels[t]) std::rethrow_exception(st.binding->build_errors[t]);
+        if (!(*st.task_kernels)[t]) std::rethrow_exception(st.binding->build_errors[t]);
         KernelArgs args;
         args.buffers.reserve(task.slots.size());
         for (int s : task.slots) args.buffers.push_back(st.buffers[s].get());
         args.params = task.params;
-        return st.lanes[task.lane]->queue->enqueue_kernel(*st.task_kernels[t], args);
+        return st.lanes[task.lane]->queue->enqueue_kernel(*(*st.task_kernels)[t], args);
       }
       case TaskKind::Copy: {
         if (st.aliased_copy[t]) return nullptr;
@@ -348,7 +348,7 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
   std::shared_ptr<const Binding> bound = binding_for(plan, st.lanes);
   const Binding& binding = *bound;
   st.binding = &binding;
-  st.task_kernels = binding.kernels;
+  st.task_kernels = &binding.kernels;
   bind_buffers(plan, st, inputs);
   st.errors.assign(plan.tasks().size(), nullptr);
   st.profiling = ProfileScope::active();

@@ -218,6 +218,29 @@ TEST(Compile, CapturedStateIsReadAndWrittenEveryCall) {
   expect_near(add_w({one})[0].to_vector<float>(), {6, 7});
 }
 
+TEST(Compile, OutputStateContainersGetWhatTheTraceWrote) {
+  // An outputs-only container that the caller resizes between calls: each call writes back
+  // exactly the traced outputs (it used to index past them when the container grew).
+  StreamScope scope(ref());
+  std::vector<Array> last;
+  auto f = compile(
+      [&](const std::vector<Array>& in) {
+        last = {in[0] * 2.0f};
+        return std::vector<Array>{in[0] + 1.0f};
+      },
+      {false, {}, {&last}});
+  Array x = array<float>({1, 2}, {2});
+  f({x});
+  ASSERT_EQ(last.size(), 1u);
+  last.assign(5, zeros({2}));
+  expect_near(f({x})[0].to_vector<float>(), {2, 3});
+  ASSERT_EQ(last.size(), 1u);
+  expect_near(last[0].to_vector<float>(), {2, 4});
+  last.clear();
+  f({x});
+  ASSERT_EQ(last.size(), 1u);
+}
+
 TEST(Compile, DisableCompileRunsEagerly) {
   int calls = 0;
   auto f = compile([&](const std::vector<Array>& in) {
