@@ -1,9 +1,29 @@
 # Thin wrapper: `make demo` and `make test` do all set-up on a fresh Debian 12 machine.
+# The checks CI runs beyond the tests (README "Checks"): sanitize, tsan, fuzz, format-check,
+# layer-check.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: deps configure build demo test bench clean
+# Sanitizer builds: clang-15 (its runtimes come with the clang-15 package), -O1 with line
+# tables for readable reports, no benchmarks.
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+SAN_CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER=clang-15 -DCMAKE_CXX_COMPILER=clang++-15 \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+  -DKILN_BUILD_BENCHMARKS=OFF
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# Tests that run work on several threads or streams at once: std::thread, Meeting, ManyThreads,
+# streams, TBB-parallel cpu launches and matmul tiles, concurrent JIT compiles, the disk cache's
+# background writer. `make tsan TSAN_TESTS=.` runs every test.
+TSAN_TESTS ?= ^(Streams|Executor|Placement|Profile|KernelCache|CompiledMemory|DiskCache|BufferPool|CpuMatmul)\.|Thread|Concurren|Parallel|^Compile\.(StreamChange|ExplicitStreams|PlacementAround)|^CpuBackend\.(LargeLaunches|LargeReductions|FullReductionsSplit)
+TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tools/tsan.supp
+FUZZ_SECONDS ?= 60
+
+.PHONY: deps configure build demo test bench clean sanitize tsan fuzz format format-check layer-check
 
 deps:
 	bash tools/install-deps.sh
@@ -24,4 +44,46 @@ bench: build
 	$(BUILD)/benchmarks/bench_executor
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+
+# ASan + UBSan build of every test (and the fuzzer, whose seeds run as a test).
+ASAN_CONFIGURE = cmake -S . -B $(ASAN_BUILD) $(SAN_CMAKE_FLAGS) -DKILN_SANITIZE=address,undefined \
+  -DKILN_BUILD_FUZZERS=ON
+
+sanitize: deps
+	$(ASAN_CONFIGURE)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) --timeout 1800
+
+# The concurrency tests under TSan, against oneTBB built with TSan from Debian's source package
+# (tools/build-tsan-tbb.sh; cached in ~/.cache/kiln-tsan-tbb).
+tsan: deps
+	tbb=$$(bash tools/build-tsan-tbb.sh) && \
+	  cmake -S . -B $(TSAN_BUILD) $(SAN_CMAKE_FLAGS) -DKILN_SANITIZE=thread \
+	    -DTBB_DIR=$$tbb/lib/cmake/TBB
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+	cd $(TSAN_BUILD) && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS) --timeout 1800 \
+	  -R '$(TSAN_TESTS)'
+
+# libFuzzer on load_npy for FUZZ_SECONDS; inputs up to 12 kB, past the 10000-byte header bound.
+# New inputs go to $(ASAN_BUILD)/fuzz-corpus, a crash to $(ASAN_BUILD)/fuzz-artifacts (add it to
+# tests/fuzz/npy_seeds with the fix).
+fuzz: deps
+	$(ASAN_CONFIGURE)
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target fuzz_npy
+	mkdir -p $(ASAN_BUILD)/fuzz-corpus $(ASAN_BUILD)/fuzz-artifacts
+	$(ASAN_ENV) $(ASAN_BUILD)/tests/fuzz/fuzz_npy -max_total_time=$(FUZZ_SECONDS) \
+	  -dict=tests/fuzz/npy.dict -artifact_prefix=$(ASAN_BUILD)/fuzz-artifacts/ \
+	  -max_len=12288 -print_final_stats=1 $(ASAN_BUILD)/fuzz-corpus tests/fuzz/npy_seeds
+
+CXX_SOURCES = git ls-files '*.cpp' '*.h'
+
+format: deps
+	$(CXX_SOURCES) | xargs clang-format -i
+
+format-check: deps
+	$(CXX_SOURCES) | xargs clang-format --dry-run -Werror
+
+layer-check:
+	python3 tools/check-layers.py --self-test
+	python3 tools/check-layers.py

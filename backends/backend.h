@@ -80,7 +80,9 @@ class Backend {
   // copy for host-resident inputs.
   virtual bool uses_host_memory() const = 0;
   virtual std::shared_ptr<Buffer> allocate(int device, size_t bytes) = 0;
-  // Compiles (or finds in the backend's cache, keyed by Kernel::hash()) a kernel.
+  // Compiles (or finds in the backend's cache, keyed by Kernel::hash()) a kernel. Must be
+  // thread-safe: the executor compiles a plan's kernels concurrently. The kernel's code lives
+  // at least as long as the returned handle, whatever the backend's cache evicts.
   virtual std::shared_ptr<const CompiledKernel> compile(int device, const Kernel& k) = 0;
   virtual std::unique_ptr<Queue> create_queue(int device) = 0;
 };

@@ -1,5 +1,6 @@
 #include "backends/kernel_ir.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -32,12 +33,17 @@ struct Hasher {
 };
 
 std::string dim_str(const Dim& d) {
-  return d.is_runtime() ? "p" + std::to_string(d.param) : std::to_string(d.value);
+  // append(), not "p" + std::to_string(): GCC 12 gives a false -Wrestrict there (GCC bug 105329)
+  return d.is_runtime() ? std::string("p").append(std::to_string(d.param))
+                        : std::to_string(d.value);
 }
 
 std::string map_str(const IndexMap& m) {
   std::string s = "[";
-  for (size_t i = 0; i < m.strides.size(); ++i) s += (i ? "," : "") + dim_str(m.strides[i]);
+  for (size_t i = 0; i < m.strides.size(); ++i) {
+    if (i) s += ',';
+    s += dim_str(m.strides[i]);
+  }
   return s + "]+" + dim_str(m.offset);
 }
 
@@ -46,7 +52,40 @@ std::string map_str(const IndexMap& m) {
 bool Value::operator==(const Value& o) const {
   return kind == o.kind && dtype == o.dtype && a == o.a && b == o.b && c == o.c &&
          buffer == o.buffer && map == o.map && constant == o.constant && unary == o.unary &&
-         binary == o.binary && dist == o.dist && key == o.key;
+         binary == o.binary && dist == o.dist && key == o.key && param == o.param;
+}
+
+int64_t launch_word(const Scalar& s) {
+  if (!s.dtype.is_float()) return s.i;
+  int64_t w;
+  std::memcpy(&w, &s.f, sizeof w);
+  return w;
+}
+
+Scalar scalar_from_word(int64_t word, Dtype d) {
+  Scalar s;
+  s.dtype = d;
+  if (d.is_float())
+    std::memcpy(&s.f, &word, sizeof word);
+  else
+    s.i = word;
+  return s;
+}
+
+int Kernel::num_params() const {
+  int n = 0;
+  auto see = [&](int32_t p) { n = std::max(n, p + 1); };
+  auto see_map = [&](const IndexMap& m) {
+    for (const Dim& d : m.strides) see(d.param);
+    see(m.offset.param);
+  };
+  for (const Dim& d : domain) see(d.param);
+  for (const KernelBuffer& b : buffers) see_map(b.map);
+  for (const Value& v : body) {
+    if (v.kind == ValueKind::Index) see_map(v.map);
+    see(v.param);
+  }
+  return n;
 }
 
 uint64_t Kernel::hash() const {
@@ -68,7 +107,8 @@ uint64_t Kernel::hash() const {
     h.pod(v.c);
     h.pod(v.buffer);
     if (v.kind == ValueKind::Index) h.map(v.map);
-    if (v.kind == ValueKind::Constant) {
+    h.pod(v.param);
+    if (v.kind == ValueKind::Constant && v.param < 0) {
       h.pod(v.constant.dtype.kind);
       h.pod(v.constant.f);
       h.pod(v.constant.i);
@@ -76,7 +116,7 @@ uint64_t Kernel::hash() const {
     h.pod(v.unary);
     h.pod(v.binary);
     h.pod(v.dist);
-    h.pod(v.key);
+    if (v.param < 0) h.pod(v.key);
   }
   h.pod(reduce.has_value());
   if (reduce) {
@@ -119,27 +159,26 @@ void Kernel::validate() const {
         break;
       case ValueKind::Unary:
       case ValueKind::Cast:
-      case ValueKind::Random:
-        need(v.a);
-        break;
-      case ValueKind::Binary:
-        need(v.a), need(v.b);
-        break;
-      case ValueKind::Select:
-        need(v.a), need(v.b), need(v.c);
-        break;
+      case ValueKind::Random: need(v.a); break;
+      case ValueKind::Binary: need(v.a), need(v.b); break;
+      case ValueKind::Select: need(v.a), need(v.b), need(v.c); break;
       case ValueKind::Reduce:
         need(v.a);
         if (reduce_at >= 0) fail("more than one Reduce value");
         reduce_at = i;
         break;
-      case ValueKind::Constant:
-        break;
+      case ValueKind::Constant: break;
     }
     if (reduce_at >= 0 && i > reduce_at) {
       for (int op : {v.a, v.b, v.c})
         if (op >= 0 && op < reduce_at && body[op].kind != ValueKind::Constant)
           fail("epilogue value " + std::to_string(i) + " uses a prologue value");
+      const IndexMap* m = v.kind == ValueKind::Load    ? &buffers[v.buffer].map
+                          : v.kind == ValueKind::Index ? &v.map
+                                                       : nullptr;
+      for (int k = n - (reduce ? reduce->naxes : 0); m && k < n; ++k)
+        if (!(m->strides[k] == Dim::constant(0)))
+          fail("epilogue value " + std::to_string(i) + " moves along a reduced axis");
     }
   }
   if (reduce.has_value() != (reduce_at >= 0)) fail("reduce and the Reduce value disagree");
@@ -157,6 +196,107 @@ void Kernel::validate() const {
       if (s.value < reduce_at) fail("a reduction kernel stores a prologue value");
     }
   }
+  for (int b = 0; b < static_cast<int>(buffers.size()); ++b) {
+    int writes = 0;
+    for (const Store& s : stores) writes += s.buffer == b;
+    if (buffers[b].output && writes != 1)
+      fail("output b" + std::to_string(b) + " is stored " + std::to_string(writes) +
+           " times (exactly once per element)");
+  }
+  // With constant dims the rest can be checked now; runtime dims wait for validate_launch.
+  if (num_params() == 0) check_outputs_written_once({});
+}
+
+namespace {
+
+// The smallest and largest element an affine map reaches over the domain (extents > 0).
+std::pair<int64_t, int64_t> map_range(const IndexMap& m, const std::vector<int64_t>& extents,
+                                      const int64_t* params) {
+  int64_t lo = m.offset.eval(params), hi = lo;
+  for (size_t k = 0; k < extents.size(); ++k) {
+    int64_t step = m.strides[k].eval(params) * (extents[k] - 1);
+    (step < 0 ? lo : hi) += step;
+  }
+  return {lo, hi};
+}
+
+}  // namespace
+
+std::vector<int64_t> Kernel::extents(const std::vector<int64_t>& params) const {
+  std::vector<int64_t> e;
+  for (const Dim& d : domain) e.push_back(d.eval(params.data()));
+  return e;
+}
+
+void Kernel::check_outputs_written_once(const std::vector<int64_t>& params) const {
+  // Sufficient condition for an affine map to be one-to-one over the kept axes: sorted by
+  // |stride|, each axis steps past everything the smaller ones span.
+  std::vector<int64_t> e = extents(params);
+  for (int64_t x : e)
+    if (x == 0) return;  // an empty domain writes nothing
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    if (!buffers[b].output) continue;
+    std::vector<std::pair<int64_t, int64_t>> axes;  // (|stride|, extent)
+    for (int k = 0; k < kept_axes(); ++k) {
+      if (e[k] <= 1) continue;
+      int64_t s = buffers[b].map.strides[k].eval(params.data());
+      axes.push_back({s < 0 ? -s : s, e[k]});
+    }
+    std::sort(axes.begin(), axes.end());
+    int64_t span = 0;
+    for (const auto& [stride, extent] : axes) {
+      if (stride <= span)
+        throw_error("invalid kernel ", name, ": output b", b,
+                    " writes some element more than once (strides overlap)\n", str());
+      span += stride * (extent - 1);
+    }
+  }
+}
+
+void Kernel::validate_launch(const std::vector<int64_t>& params,
+                             const std::vector<int64_t>& elements,
+                             const std::vector<std::pair<int, int>>& donated) const {
+  auto fail = [&](const std::string& why) {
+    throw_error("invalid launch of kernel ", name, ": ", why, "\n", str());
+  };
+  if (static_cast<int>(params.size()) < num_params())
+    fail("needs " + std::to_string(num_params()) + " params, got " + std::to_string(params.size()));
+  if (elements.size() != buffers.size())
+    fail("has " + std::to_string(buffers.size()) + " buffers, got sizes for " +
+         std::to_string(elements.size()));
+  std::vector<int64_t> e = extents(params);
+  for (int64_t x : e)
+    if (x < 0) fail("a negative extent");
+  for (int64_t x : e)
+    if (x == 0) return;  // an empty domain touches nothing
+  auto in_bounds = [&](const IndexMap& m, int64_t size, const std::string& what) {
+    auto [lo, hi] = map_range(m, e, params.data());
+    if (lo < 0 || hi >= size)
+      fail(what + " reaches elements " + std::to_string(lo) + ".." + std::to_string(hi) + " of " +
+           std::to_string(size));
+  };
+  for (size_t b = 0; b < buffers.size(); ++b)
+    in_bounds(buffers[b].map, elements[b], "buffer b" + std::to_string(b));
+  check_outputs_written_once(params);
+  // A donated input shares the output's memory: it may be read only where that output is
+  // written (every load precedes the point's stores), never at another element.
+  for (const auto& [in, out] : donated) {
+    if (in < 0 || out < 0 || in >= static_cast<int>(buffers.size()) ||
+        out >= static_cast<int>(buffers.size()) || buffers[in].output || !buffers[out].output)
+      fail("a donation pair is not (input, output)");
+    const IndexMap &a = buffers[in].map, &b = buffers[out].map;
+    bool same = a.offset.eval(params.data()) == b.offset.eval(params.data());
+    for (int k = 0; k < ndim() && same; ++k)
+      same = a.strides[k].eval(params.data()) == b.strides[k].eval(params.data());
+    if (!same)
+      fail("donated input b" + std::to_string(in) + " is read at other elements than b" +
+           std::to_string(out) + " writes");
+  }
+}
+
+std::string Kernel::canonical() const {
+  std::string s = str();
+  return s.substr(s.find(" domain("));  // "kernel <name>" is the only part that is not structure
 }
 
 std::string Kernel::str() const {
@@ -173,34 +313,27 @@ std::string Kernel::str() const {
     const Value& v = body[i];
     os << "  v" << i << ": " << v.dtype << " = ";
     switch (v.kind) {
-      case ValueKind::Load:
-        os << "load b" << v.buffer;
-        break;
+      case ValueKind::Load: os << "load b" << v.buffer; break;
       case ValueKind::Constant:
-        os << "const " << v.constant.str();
+        if (v.param >= 0)
+          os << "const p" << v.param;
+        else
+          os << "const " << v.constant.str();
         break;
-      case ValueKind::Index:
-        os << "index " << map_str(v.map);
-        break;
-      case ValueKind::Unary:
-        os << op_name(v.unary) << " v" << v.a;
-        break;
-      case ValueKind::Binary:
-        os << op_name(v.binary) << " v" << v.a << " v" << v.b;
-        break;
-      case ValueKind::Select:
-        os << "select v" << v.a << " v" << v.b << " v" << v.c;
-        break;
-      case ValueKind::Cast:
-        os << "cast v" << v.a;
-        break;
+      case ValueKind::Index: os << "index " << map_str(v.map); break;
+      case ValueKind::Unary: os << op_name(v.unary) << " v" << v.a; break;
+      case ValueKind::Binary: os << op_name(v.binary) << " v" << v.a << " v" << v.b; break;
+      case ValueKind::Select: os << "select v" << v.a << " v" << v.b << " v" << v.c; break;
+      case ValueKind::Cast: os << "cast v" << v.a; break;
       case ValueKind::Random:
-        os << (v.dist == RandomDist::Uniform ? "uniform" : "normal") << " key " << v.key << " v"
-           << v.a;
+        os << (v.dist == RandomDist::Uniform ? "uniform" : "normal") << " key ";
+        if (v.param >= 0)
+          os << "p" << v.param;
+        else
+          os << v.key;
+        os << " v" << v.a;
         break;
-      case ValueKind::Reduce:
-        os << "reduce v" << v.a;
-        break;
+      case ValueKind::Reduce: os << "reduce v" << v.a; break;
     }
     os << "\n";
   }

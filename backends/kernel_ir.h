@@ -18,12 +18,21 @@
 //  5. Stores write each output element exactly once: with a reduction, output maps have stride 0
 //     on the reduced axes and are written after the reduction completes. A buffer that is both
 //     read and written is read only at the element being written, before the write.
-//  6. hash() covers everything except `name`, so kernels that differ only in name share a binary.
+//  6. hash() covers structure, never values: everything except `name`, the values of launch
+//     scalars and random keys read from params. Kernels that differ only in those share a binary.
+//
+// Values are launch arguments, not code. A Constant or a Random key with `param >= 0` is read
+// from params[param] at launch, as a word (launch_word): floats as the bits of a double, integers
+// and bools as int64. Eager ops, `full`, arange, folded constants and random keys all travel this
+// way, so a new learning rate or key reuses the compiled kernel. Specialised (kept as immediates,
+// part of the hash, because they change the generated code): the exponent 2 of `power`
+// (emitted as x*x) and constants that are not user values (mean's element count, iota strides).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/dtype.h"
@@ -74,13 +83,21 @@ struct Value {
   int a = -1, b = -1, c = -1;  // operand value indices
   int buffer = -1;             // Load
   IndexMap map;                // Index
-  Scalar constant;             // Constant
+  Scalar constant;             // Constant with param < 0 (an immediate)
   UnaryOp unary = UnaryOp::Negative;
   BinaryOp binary = BinaryOp::Add;
   RandomDist dist = RandomDist::Uniform;
-  uint64_t key = 0;
+  uint64_t key = 0;  // Random with param < 0
+  // >= 0: a Constant's value or a Random's key is params[param] at launch (see launch_word).
+  int32_t param = -1;
   bool operator==(const Value& o) const;
 };
+
+// The params word carrying a launch scalar: floats as the bits of a double (every Kiln float
+// value is exact as a double), integers and bools as int64 (uint64 as its bits).
+int64_t launch_word(const Scalar& s);
+// The scalar of dtype `d` a params word carries (the inverse of launch_word).
+Scalar scalar_from_word(int64_t word, Dtype d);
 
 struct Reduction {
   ReduceOp op = ReduceOp::Sum;
@@ -104,10 +121,26 @@ struct Kernel {
   uint64_t hash() const;
   // Throws kiln::Error describing the first broken invariant (a bug in whoever built it).
   void validate() const;
+  // The invariants that need a launch: `params` supplied, every address inside its buffer of
+  // `elements[b]` elements, each output element written once, and each (input, output) pair in
+  // `donated` (bound to the same memory) read only at the element being written.
+  void validate_launch(const std::vector<int64_t>& params, const std::vector<int64_t>& elements,
+                       const std::vector<std::pair<int, int>>& donated = {}) const;
+  std::vector<int64_t> extents(const std::vector<int64_t>& params) const;
   std::string str() const;  // readable listing for `kiln inspect` and test failures
+  // The listing without the name: equal for exactly the kernels that compute the same thing
+  // (what hash() summarises). Caches confirm every hit with it, so a hash collision cannot run
+  // the wrong kernel.
+  std::string canonical() const;
+  bool operator==(const Kernel& o) const { return canonical() == o.canonical(); }
 
+  // How many params words a launch must supply (1 + the highest param any Dim or Value reads).
+  int num_params() const;
   int ndim() const { return static_cast<int>(domain.size()); }
   int kept_axes() const { return ndim() - (reduce ? reduce->naxes : 0); }
+
+ private:
+  void check_outputs_written_once(const std::vector<int64_t>& params) const;
 };
 
 }  // namespace kiln

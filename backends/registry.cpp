@@ -69,9 +69,7 @@ std::string valid_list(Registry& r) {
   return first ? "none" : os.str();
 }
 
-void check_device_hook(const Device& d) {
-  backend_for(d);
-}
+void check_device_hook(const Device& d) { backend_for(d); }
 
 // Installed before main so that device("...") is checked even if nothing else touched backends.
 [[maybe_unused]] const bool g_installed = [] {

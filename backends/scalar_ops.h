@@ -1,10 +1,15 @@
 // Kiln's scalar semantics, written once in plain C++: what every element-wise op, cast and
 // reduction step means for each dtype. The reference backend executes these directly; code
 // generators (LLVM, OpenCL C, GLSL) must agree with them, and the differential tests check it.
+// Representation, rounding, wrapping and casts are in graph/element.h (shared with the graph).
 //  - float32 math is computed in double and rounded to float32 (correctly rounded for + - * /
 //    sqrt; the oracle for transcendental functions).
-//  - Integer arithmetic wraps (two's complement); integer power with a negative exponent is 0
-//    unless the base is 1 or -1.
+//  - float16 and bfloat16 are storage types: their math is float32 math, and a value is rounded
+//    to the 16-bit type only when stored to a buffer or cast (astype). A fused chain of float16
+//    ops rounds once, at its store (as XLA does); run op by op it rounds at every op.
+//  - Integer arithmetic wraps (two's complement) in the operand's width; unsigned integers
+//    compare as unsigned. Integer power with a negative (signed) exponent is 0 unless the base
+//    is 1 or -1.
 //  - maximum/minimum and max/min reductions propagate NaN; argmax returns the first maximum, and
 //    NaN counts as the maximum.
 //  - float -> int casts truncate toward zero and saturate; NaN gives 0. x -> bool is x != 0.
@@ -15,46 +20,14 @@
 #include <limits>
 
 #include "graph/dtype.h"
+#include "graph/element.h"
 #include "graph/primitives.h"
 
 namespace kiln::scalar {
 
-// A scalar in flight: floats use f, ints and bools use i.
-struct Val {
-  double f = 0;
-  int64_t i = 0;
-};
-
-inline int64_t wrap(int64_t v, Dtype d) {
-  if (d == int32) return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
-  if (d == bool_) return v != 0;
-  return v;
-}
-
-inline double round_to(double v, Dtype d) {
-  return d == float32 ? static_cast<float>(v) : v;
-}
-
-template <typename I>
-int64_t saturate(double v) {
-  if (std::isnan(v)) return 0;
-  if (v <= static_cast<double>(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
-  if (v >= static_cast<double>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
-  return static_cast<int64_t>(v);
-}
-
-inline Val cast(Val v, Dtype from, Dtype to) {
-  Val r;
-  if (to.is_float()) {
-    r.f = round_to(from.is_float() ? v.f : static_cast<double>(v.i), to);
-  } else if (to == bool_) {
-    r.i = from.is_float() ? (v.f != 0 || std::isnan(v.f)) : (v.i != 0);
-  } else if (from.is_float()) {
-    r.i = to == int32 ? saturate<int32_t>(v.f) : saturate<int64_t>(v.f);
-  } else {
-    r.i = wrap(v.i, to);
-  }
-  return r;
+// a < b for integer elements of dtype d (uint64 compares its bits as unsigned).
+inline bool int_less(int64_t a, int64_t b, Dtype d) {
+  return d == uint64 ? static_cast<uint64_t>(a) < static_cast<uint64_t>(b) : a < b;
 }
 
 inline Val unary(UnaryOp op, Val x, Dtype d) {
@@ -62,65 +35,31 @@ inline Val unary(UnaryOp op, Val x, Dtype d) {
   if (d.is_float()) {
     double a = x.f, v = 0;
     switch (op) {
-      case UnaryOp::Negative:
-        v = -a;
-        break;
-      case UnaryOp::Abs:
-        v = std::fabs(a);
-        break;
-      case UnaryOp::Exp:
-        v = std::exp(a);
-        break;
-      case UnaryOp::Log:
-        v = std::log(a);
-        break;
-      case UnaryOp::Sqrt:
-        v = std::sqrt(a);
-        break;
-      case UnaryOp::Rsqrt:
-        v = 1.0 / std::sqrt(a);
-        break;
-      case UnaryOp::Sin:
-        v = std::sin(a);
-        break;
-      case UnaryOp::Cos:
-        v = std::cos(a);
-        break;
-      case UnaryOp::Tanh:
-        v = std::tanh(a);
-        break;
-      case UnaryOp::Erf:
-        v = std::erf(a);
-        break;
-      case UnaryOp::Sigmoid:
-        v = 1.0 / (1.0 + std::exp(-a));
-        break;
-      case UnaryOp::Floor:
-        v = std::floor(a);
-        break;
-      case UnaryOp::Ceil:
-        v = std::ceil(a);
-        break;
-      case UnaryOp::LogicalNot:
-        v = a == 0;
-        break;
+      case UnaryOp::Negative: v = -a; break;
+      case UnaryOp::Abs: v = std::fabs(a); break;
+      case UnaryOp::Exp: v = std::exp(a); break;
+      case UnaryOp::Log: v = std::log(a); break;
+      case UnaryOp::Sqrt: v = std::sqrt(a); break;
+      case UnaryOp::Rsqrt: v = 1.0 / std::sqrt(a); break;
+      case UnaryOp::Sin: v = std::sin(a); break;
+      case UnaryOp::Cos: v = std::cos(a); break;
+      case UnaryOp::Tanh: v = std::tanh(a); break;
+      case UnaryOp::Erf: v = std::erf(a); break;
+      case UnaryOp::Sigmoid: v = 1.0 / (1.0 + std::exp(-a)); break;
+      case UnaryOp::Floor: v = std::floor(a); break;
+      case UnaryOp::Ceil: v = std::ceil(a); break;
+      case UnaryOp::LogicalNot: v = a == 0; break;
     }
     r.f = round_to(v, d);
   } else {
     uint64_t a = static_cast<uint64_t>(x.i);
     switch (op) {
-      case UnaryOp::Negative:
-        r.i = static_cast<int64_t>(0 - a);
-        break;
+      case UnaryOp::Negative: r.i = static_cast<int64_t>(0 - a); break;
       case UnaryOp::Abs:
-        r.i = x.i < 0 ? static_cast<int64_t>(0 - a) : x.i;
+        r.i = x.i < 0 && !d.is_unsigned() ? static_cast<int64_t>(0 - a) : x.i;
         break;
-      case UnaryOp::LogicalNot:
-        r.i = x.i == 0;
-        break;
-      default:
-        r.i = x.i;
-        break;  // floor/ceil of an integer; ops never send other float ops here
+      case UnaryOp::LogicalNot: r.i = x.i == 0; break;
+      default: r.i = x.i; break;  // floor/ceil of an integer; ops never send other float ops here
     }
     r.i = wrap(r.i, d);
   }
@@ -128,12 +67,12 @@ inline Val unary(UnaryOp op, Val x, Dtype d) {
 }
 
 inline int64_t int_power(int64_t base, int64_t e, Dtype d) {
-  if (e < 0) return base == 1 ? 1 : base == -1 ? (e % 2 ? -1 : 1) : 0;
-  uint64_t result = 1, b = static_cast<uint64_t>(base);
-  while (e) {
-    if (e & 1) result *= b;
+  if (e < 0 && !d.is_unsigned()) return base == 1 ? 1 : base == -1 ? (e % 2 ? -1 : 1) : 0;
+  uint64_t result = 1, b = static_cast<uint64_t>(base), ue = static_cast<uint64_t>(e);
+  while (ue) {
+    if (ue & 1) result *= b;
     b *= b;
-    e >>= 1;
+    ue >>= 1;
   }
   return wrap(static_cast<int64_t>(result), d);
 }
@@ -144,51 +83,21 @@ inline Val binary(BinaryOp op, Val x, Val y, Dtype d) {
   if (d.is_float()) {
     double a = x.f, b = y.f, v = 0;
     switch (op) {
-      case BinaryOp::Add:
-        v = a + b;
-        break;
-      case BinaryOp::Subtract:
-        v = a - b;
-        break;
-      case BinaryOp::Multiply:
-        v = a * b;
-        break;
-      case BinaryOp::Divide:
-        v = a / b;
-        break;
-      case BinaryOp::Power:
-        v = std::pow(a, b);
-        break;
-      case BinaryOp::Maximum:
-        v = std::isnan(a) || a > b ? a : b;
-        break;
-      case BinaryOp::Minimum:
-        v = std::isnan(a) || a < b ? a : b;
-        break;
-      case BinaryOp::Equal:
-        r.i = a == b;
-        return r;
-      case BinaryOp::NotEqual:
-        r.i = a != b;
-        return r;
-      case BinaryOp::Less:
-        r.i = a < b;
-        return r;
-      case BinaryOp::LessEqual:
-        r.i = a <= b;
-        return r;
-      case BinaryOp::Greater:
-        r.i = a > b;
-        return r;
-      case BinaryOp::GreaterEqual:
-        r.i = a >= b;
-        return r;
-      case BinaryOp::LogicalAnd:
-        r.i = a != 0 && b != 0;
-        return r;
-      case BinaryOp::LogicalOr:
-        r.i = a != 0 || b != 0;
-        return r;
+      case BinaryOp::Add: v = a + b; break;
+      case BinaryOp::Subtract: v = a - b; break;
+      case BinaryOp::Multiply: v = a * b; break;
+      case BinaryOp::Divide: v = a / b; break;
+      case BinaryOp::Power: v = std::pow(a, b); break;
+      case BinaryOp::Maximum: v = std::isnan(a) || a > b ? a : b; break;
+      case BinaryOp::Minimum: v = std::isnan(a) || a < b ? a : b; break;
+      case BinaryOp::Equal: r.i = a == b; return r;
+      case BinaryOp::NotEqual: r.i = a != b; return r;
+      case BinaryOp::Less: r.i = a < b; return r;
+      case BinaryOp::LessEqual: r.i = a <= b; return r;
+      case BinaryOp::Greater: r.i = a > b; return r;
+      case BinaryOp::GreaterEqual: r.i = a >= b; return r;
+      case BinaryOp::LogicalAnd: r.i = a != 0 && b != 0; return r;
+      case BinaryOp::LogicalOr: r.i = a != 0 || b != 0; return r;
     }
     r.f = round_to(v, d);
     return r;
@@ -196,51 +105,26 @@ inline Val binary(BinaryOp op, Val x, Val y, Dtype d) {
   int64_t a = x.i, b = y.i;
   uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
   switch (op) {
-    case BinaryOp::Add:
-      r.i = static_cast<int64_t>(ua + ub);
+    case BinaryOp::Add: r.i = static_cast<int64_t>(ua + ub); break;
+    case BinaryOp::Subtract: r.i = static_cast<int64_t>(ua - ub); break;
+    case BinaryOp::Multiply: r.i = static_cast<int64_t>(ua * ub); break;
+    case BinaryOp::Divide:  // never emitted by ops (divide is float); defined for Kernel IR
+      r.i = b == 0            ? 0
+            : d.is_unsigned() ? static_cast<int64_t>(ua / ub)
+            : b == -1         ? static_cast<int64_t>(0 - ua)  // INT_MIN / -1 wraps
+                              : a / b;
       break;
-    case BinaryOp::Subtract:
-      r.i = static_cast<int64_t>(ua - ub);
-      break;
-    case BinaryOp::Multiply:
-      r.i = static_cast<int64_t>(ua * ub);
-      break;
-    case BinaryOp::Divide:
-      r.i = b == 0 ? 0 : a / b;
-      break;  // never emitted: divide is float
-    case BinaryOp::Power:
-      r.i = int_power(a, b, d);
-      break;
-    case BinaryOp::Maximum:
-      r.i = a > b ? a : b;
-      break;
-    case BinaryOp::Minimum:
-      r.i = a < b ? a : b;
-      break;
-    case BinaryOp::Equal:
-      r.i = a == b;
-      return r;
-    case BinaryOp::NotEqual:
-      r.i = a != b;
-      return r;
-    case BinaryOp::Less:
-      r.i = a < b;
-      return r;
-    case BinaryOp::LessEqual:
-      r.i = a <= b;
-      return r;
-    case BinaryOp::Greater:
-      r.i = a > b;
-      return r;
-    case BinaryOp::GreaterEqual:
-      r.i = a >= b;
-      return r;
-    case BinaryOp::LogicalAnd:
-      r.i = a != 0 && b != 0;
-      return r;
-    case BinaryOp::LogicalOr:
-      r.i = a != 0 || b != 0;
-      return r;
+    case BinaryOp::Power: r.i = int_power(a, b, d); break;
+    case BinaryOp::Maximum: r.i = int_less(b, a, d) ? a : b; break;
+    case BinaryOp::Minimum: r.i = int_less(a, b, d) ? a : b; break;
+    case BinaryOp::Equal: r.i = a == b; return r;
+    case BinaryOp::NotEqual: r.i = a != b; return r;
+    case BinaryOp::Less: r.i = int_less(a, b, d); return r;
+    case BinaryOp::LessEqual: r.i = !int_less(b, a, d); return r;
+    case BinaryOp::Greater: r.i = int_less(b, a, d); return r;
+    case BinaryOp::GreaterEqual: r.i = !int_less(a, b, d); return r;
+    case BinaryOp::LogicalAnd: r.i = a != 0 && b != 0; return r;
+    case BinaryOp::LogicalOr: r.i = a != 0 || b != 0; return r;
   }
   r.i = wrap(r.i, d);
   return r;

@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
     }
   std::printf(
       "first call of a compiled gelu (trace+lower+JIT+run, fresh process): cold %.2f ms "
-      "(goal <= 30), disk cache warm %.2f ms (goal <= 2)\n",
+      "(goal <= 25), disk cache warm %.2f ms (goal <= 1)\n",
       cold, warm);
   std::printf(
       "peak memory of a compiled gelu call beyond its input: %.2fx the input's size "

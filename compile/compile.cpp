@@ -6,6 +6,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "compile/eval.h"
 #include "compile/graph_walk.h"
@@ -35,14 +36,18 @@ struct SignatureHash {
   size_t operator()(const Signature& s) const { return s.hash; }
 };
 
-Signature signature_of(const std::vector<Array>& inputs, bool shapeless) {
+// What of the inputs a signature covers: everything, ranks (shapeless), or dtypes only (the
+// key under which a shapeless trace that holds for every rank is found).
+enum class Covers { Shapes, Ranks, Dtypes };
+
+Signature signature_of(const std::vector<Array>& inputs, Covers covers) {
   Signature s;
   s.words.reserve(2 + 4 * inputs.size());
   s.words.push_back(static_cast<int64_t>(inputs.size()));
   for (const Array& a : inputs) {
     s.words.push_back(static_cast<int64_t>(a.dtype().kind));
-    s.words.push_back(a.ndim());
-    if (!shapeless) s.words.insert(s.words.end(), a.shape().begin(), a.shape().end());
+    if (covers != Covers::Dtypes) s.words.push_back(a.ndim());
+    if (covers == Covers::Shapes) s.words.insert(s.words.end(), a.shape().begin(), a.shape().end());
   }
   uint64_t h = 0xcbf29ce484222325ULL;
   for (int64_t w : s.words) h = (h ^ static_cast<uint64_t>(w)) * 0x100000001b3ULL;
@@ -50,8 +55,8 @@ Signature signature_of(const std::vector<Array>& inputs, bool shapeless) {
   return s;
 }
 
-// A graph lowered for one set of input shapes.
-struct Lowered {
+// A graph lowered for one set of input shapes (not the AOT `Lowered` of DESIGN.md).
+struct ShapePlan {
   Plan plan;
   std::vector<Array> constants;  // plan inputs after the call inputs: captured data
   std::vector<Shape> out_shapes;
@@ -65,18 +70,43 @@ struct Entry {
   size_t num_user_outputs = 0;
   std::vector<size_t> state_output_sizes;  // per `outputs` container, as the trace left it
   std::mutex mu;
-  std::map<std::vector<int64_t>, std::shared_ptr<Lowered>> lowered;  // by input shapes
-  std::shared_ptr<Lowered> single;  // without shapeless: the one lowering, read without a lock
+  std::map<std::vector<int64_t>, std::shared_ptr<ShapePlan>> lowered;  // by input shapes
+  std::shared_ptr<ShapePlan> single;  // without shapeless: the one lowering, read without a lock
+  bool any_rank = false;              // shapeless and its shapes replay for inputs of any rank
 };
 
-std::shared_ptr<Lowered> lower_entry(const std::vector<Array>& outputs,
-                                     const std::vector<Array>& placeholders, bool shapeless) {
+// A shapeless trace serves inputs of every rank when each node's shape follows from its inputs'
+// by broadcasting alone: element-wise ops over the inputs and fixed-shape values (fills, draws,
+// captured constants). Axes, reshapes, slices, reductions and matmul tie the graph to a rank.
+bool replays_for_any_rank(const std::vector<Array>& outputs, const std::vector<Array>& inputs) {
+  std::unordered_set<const ArrayNode*> ins;
+  for (const Array& a : inputs) ins.insert(a.node().get());
+  auto leaf = [&](const ArrayNode& n) { return ins.count(&n) || n.data != nullptr; };
+  for (const Array& a : topological_order(outputs, leaf)) {
+    const ArrayNode& n = *a.node();
+    if (leaf(n)) continue;
+    switch (n.op) {
+      case Op::Unary:
+      case Op::Binary:
+      case Op::Select:
+      case Op::Cast:
+      case Op::Full:
+      case Op::Arange:
+      case Op::Random: break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
+std::shared_ptr<ShapePlan> lower_entry(const std::vector<Array>& outputs,
+                                       const std::vector<Array>& placeholders, bool shapeless) {
   LowerOptions lo;
   lo.eager = false;
   lo.fuse = true;
   lo.runtime_dims = shapeless;
   LoweredGraph lg = lower(outputs, placeholders, lo);
-  auto l = std::make_shared<Lowered>();
+  auto l = std::make_shared<ShapePlan>();
   l->constants.assign(lg.inputs.begin() + static_cast<long>(placeholders.size()), lg.inputs.end());
   for (const Array& o : outputs) l->out_shapes.push_back(o.shape());
   l->plan = std::move(lg.plan);
@@ -90,6 +120,9 @@ struct CompiledFunction::Impl {
   CompileOptions options;
   mutable std::shared_mutex mu;
   mutable std::unordered_map<Signature, std::shared_ptr<Entry>, SignatureHash> cache;
+  // Shapeless traces that replay for any rank, by the inputs' count and dtypes.
+  mutable std::unordered_map<Signature, std::shared_ptr<Entry>, SignatureHash> any_rank;
+  mutable size_t traces = 0;
 
   std::vector<Array> state_inputs() const {
     std::vector<Array> s;
@@ -99,8 +132,8 @@ struct CompiledFunction::Impl {
 
   std::shared_ptr<Entry> trace(const std::vector<Array>& args,
                                const std::vector<Array>& state) const;
-  std::shared_ptr<Lowered> lowered_for(Entry& e, const std::vector<Array>& all) const;
-  std::vector<Array> run(const Entry& entry, const Lowered& e, const std::vector<Array>& args,
+  std::shared_ptr<ShapePlan> lowered_for(Entry& e, const std::vector<Array>& all) const;
+  std::vector<Array> run(const Entry& entry, const ShapePlan& e, const std::vector<Array>& args,
                          const std::vector<Array>& state) const;
 };
 
@@ -163,11 +196,12 @@ std::shared_ptr<Entry> CompiledFunction::Impl::trace(const std::vector<Array>& a
   e->state_output_sizes = state_sizes;
   // Without shapeless the signature fixes every shape: lower now, once, before publishing.
   if (!options.shapeless) e->single = lower_entry(e->outputs, e->placeholders, false);
+  e->any_rank = options.shapeless && replays_for_any_rank(e->outputs, e->placeholders);
   return e;
 }
 
-std::shared_ptr<Lowered> CompiledFunction::Impl::lowered_for(Entry& e,
-                                                             const std::vector<Array>& all) const {
+std::shared_ptr<ShapePlan> CompiledFunction::Impl::lowered_for(
+    Entry& e, const std::vector<Array>& all) const {
   if (e.single) return e.single;
   std::vector<int64_t> key;
   for (const Array& a : all) {
@@ -177,7 +211,7 @@ std::shared_ptr<Lowered> CompiledFunction::Impl::lowered_for(Entry& e,
   std::lock_guard<std::mutex> lock(e.mu);
   auto it = e.lowered.find(key);
   if (it != e.lowered.end()) return it->second;
-  std::shared_ptr<Lowered> l;
+  std::shared_ptr<ShapePlan> l;
   bool traced_shapes = true;
   for (size_t i = 0; i < all.size(); ++i)
     traced_shapes = traced_shapes && all[i].shape() == e.placeholders[i].shape();
@@ -194,7 +228,7 @@ std::shared_ptr<Lowered> CompiledFunction::Impl::lowered_for(Entry& e,
   return l;
 }
 
-std::vector<Array> CompiledFunction::Impl::run(const Entry& entry, const Lowered& e,
+std::vector<Array> CompiledFunction::Impl::run(const Entry& entry, const ShapePlan& e,
                                                const std::vector<Array>& args,
                                                const std::vector<Array>& state) const {
   std::vector<Array> inputs = args;
@@ -234,7 +268,17 @@ std::vector<Array> CompiledFunction::Impl::run(const Entry& entry, const Lowered
   return outs;
 }
 
+namespace {
+void check_made(const void* impl) {
+  if (!impl)
+    throw_error(
+        "compile: this CompiledFunction is empty (default-constructed or moved from); make one "
+        "with kiln::compile(fn)");
+}
+}  // namespace
+
 std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& args) const {
+  check_made(impl_.get());
   const Impl& im = *impl_;
   if (!compile_enabled() || is_tracing()) return im.fn(args);
   std::vector<Array> state = im.state_inputs();
@@ -244,7 +288,7 @@ std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& args) 
     with_state.insert(with_state.end(), state.begin(), state.end());
   }
   const std::vector<Array>& all = state.empty() ? args : with_state;
-  Signature sig = signature_of(all, im.options.shapeless);
+  Signature sig = signature_of(all, im.options.shapeless ? Covers::Ranks : Covers::Shapes);
   std::shared_ptr<Entry> entry;
   {
     std::shared_lock<std::shared_mutex> lock(im.mu);
@@ -254,18 +298,26 @@ std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& args) 
   if (!entry) {
     std::unique_lock<std::shared_mutex> lock(im.mu);
     auto it = im.cache.find(sig);
-    if (it != im.cache.end())
+    Signature loose = im.options.shapeless ? signature_of(all, Covers::Dtypes) : Signature{};
+    auto any = im.any_rank.find(loose);
+    if (it != im.cache.end()) {
       entry = it->second;
-    else
+    } else if (im.options.shapeless && any != im.any_rank.end()) {
+      entry = im.cache[sig] = any->second;  // a new rank, the same trace
+    } else {
       entry = im.cache[sig] = im.trace(args, state);
+      ++im.traces;
+      if (entry->any_rank) im.any_rank.emplace(std::move(loose), entry);
+    }
   }
-  std::shared_ptr<Lowered> lowered = im.lowered_for(*entry, all);
+  std::shared_ptr<ShapePlan> lowered = im.lowered_for(*entry, all);
   return im.run(*entry, *lowered, args, state);
 }
 
 size_t CompiledFunction::cache_size() const {
+  check_made(impl_.get());
   std::shared_lock<std::shared_mutex> lock(impl_->mu);
-  return impl_->cache.size();
+  return impl_->traces;
 }
 
 CompiledFunction compile(Fn fn, CompileOptions options) {

@@ -17,8 +17,9 @@ using Fn = std::function<std::vector<Array>(const std::vector<Array>&)>;
 
 struct CompileOptions {
   bool shapeless = false;
-  std::vector<std::vector<Array>*> inputs;   // implicit inputs, re-read at every call
-  std::vector<std::vector<Array>*> outputs;  // implicit outputs, written back at every call
+  // "= {}" lets callers name only some fields ({.shapeless = true}) without -Wextra warnings.
+  std::vector<std::vector<Array>*> inputs = {};   // implicit inputs, re-read at every call
+  std::vector<std::vector<Array>*> outputs = {};  // implicit outputs, written back at every call
 };
 
 class CompiledFunction {
@@ -28,7 +29,7 @@ class CompiledFunction {
   // compile optimises across it. Blocks until the outputs are computed.
   std::vector<Array> operator()(const std::vector<Array>& args) const;
 
-  // How many signatures have been traced (each trace runs the user function once).
+  // How many times the function has been traced (each trace runs the user function once).
   size_t cache_size() const;
 
   struct Impl;

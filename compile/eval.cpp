@@ -130,7 +130,15 @@ void eval(const std::vector<Array>& arrays) {
   {
     Finish finish{lock, pending, outputs};
     lock.unlock();
-    LoweredGraph lg = lower(outputs, {}, LowerOptions{true});
+    // The pending nodes and the evaluated nodes they read, inputs-first: the lowering's graph.
+    // (Failed nodes are left out: nothing pending reads them, or it would have failed too.)
+    std::vector<Array> graph;
+    graph.reserve(order.size());
+    for (const Array& a : order)
+      if (!a.node()->error) graph.push_back(a);
+    LowerOptions lo;
+    lo.order = &graph;
+    LoweredGraph lg = lower(outputs, {}, lo);
     std::vector<std::shared_ptr<Buffer>> inputs;
     for (const Array& in : lg.inputs) inputs.push_back(in.node()->data);
     r = execute(lg.plan, inputs);

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "compile/eager_kernels.h"
 #include "compile/view.h"
+#include "graph/element.h"
 
 namespace kiln {
 
@@ -144,7 +147,18 @@ class Emitter {
     return static_cast<int>(k_.body.size()) - 1;
   }
 
+  // A user value (a fill, an arange bound, a folded or 0-d constant): a launch scalar, so a new
+  // value reuses the compiled kernel.
   int constant(Scalar c) {
+    Value v;
+    v.kind = ValueKind::Constant;
+    v.dtype = c.dtype;
+    params_.push_back(launch_word(c));
+    v.param = static_cast<int32_t>(params_.size()) - 1;
+    return add(v);
+  }
+  // A value that shapes the generated code (kernel_ir.h lists them): part of the kernel's hash.
+  int immediate(Scalar c) {
     Value v;
     v.kind = ValueKind::Constant;
     v.dtype = c.dtype;
@@ -183,20 +197,8 @@ class Emitter {
   }
 
   int load(const ArrayNode& n, const View& v) {
-    // 0-d user constants become immediates: no buffer, no copy to the device.
-    if (n.op == Op::Constant && n.shape.empty() && n.data && n.data->host_ptr()) {
-      Scalar c;
-      c.dtype = n.dtype;
-      const void* p = n.data->host_ptr();
-      switch (n.dtype.kind) {
-        case Dtype::Kind::Bool: c.i = *static_cast<const bool*>(p); break;
-        case Dtype::Kind::Int32: c.i = *static_cast<const int32_t*>(p); break;
-        case Dtype::Kind::Int64: c.i = *static_cast<const int64_t*>(p); break;
-        case Dtype::Kind::Float32: c.f = *static_cast<const float*>(p); break;
-        case Dtype::Kind::Float64: c.f = *static_cast<const double*>(p); break;
-      }
-      return constant(c);
-    }
+    // 0-d user constants become launch scalars: no buffer, no copy to the device.
+    if (std::optional<Scalar> c = host_scalar(n)) return constant(*c);
     if (static_cast<int>(k_.buffers.size()) >= max_buffers_) throw Materialize{};
     k_.buffers.push_back({n.dtype, false, pm(v.buffer_map(contiguous_strides(n.shape)))});
     nodes_.push_back(&n);
@@ -230,7 +232,10 @@ class Emitter {
         val.kind = ValueKind::Unary, val.unary = n.params.unary, val.a = child(0, bcast(0));
         return add(val);
       case Op::Binary: {
-        int a = child(0, bcast(0)), b = child(1, bcast(1));
+        int a = child(0, bcast(0));
+        int b = n.params.binary == BinaryOp::Power && is_two(*n.inputs[1].node())
+                    ? immediate(Scalar::of(2.0).cast(n.inputs[1].dtype()))
+                    : child(1, bcast(1));
         val.kind = ValueKind::Binary, val.binary = n.params.binary, val.a = a, val.b = b;
         return add(val);
       }
@@ -281,7 +286,9 @@ class Emitter {
         Value idx;
         idx.kind = ValueKind::Index, idx.dtype = int64;
         idx.map = pm(v.buffer_map(contiguous_strides(n.shape)));
-        val.kind = ValueKind::Random, val.dist = n.params.dist, val.key = n.params.key;
+        val.kind = ValueKind::Random, val.dist = n.params.dist;
+        params_.push_back(static_cast<int64_t>(n.params.key));  // the key is a launch scalar
+        val.param = static_cast<int32_t>(params_.size()) - 1;
         val.a = add(idx);
         return add(val);
       }
@@ -289,7 +296,7 @@ class Emitter {
       case Op::Count: {
         int64_t count = 1;
         for (int ax : n.params.axes) count *= n.inputs[0].shape()[ax];
-        if (!runtime_dims_) return constant(Scalar::of(static_cast<double>(count)).cast(n.dtype));
+        if (!runtime_dims_) return immediate(Scalar::of(static_cast<double>(count)).cast(n.dtype));
         Value idx;  // an Index with no strides is its offset: the count, as a launch parameter
         idx.kind = ValueKind::Index, idx.dtype = int64;
         idx.map.strides.assign(k_.domain.size(), Dim::constant(0));
@@ -327,9 +334,10 @@ class Planner {
           const FusionOptions& opts)
       : order_(order), is_leaf_(is_leaf), same_lane_(same_lane), opts_(opts) {
     for (const Array& o : outputs) outputs_.insert(o.node().get());
-    for (const Array& a : order_)
-      for (const Array& in : a.node()->inputs)
-        consumers_[in.node().get()].push_back(a.node().get());
+    if (opts_.fuse)  // consumers only matter to epilogues
+      for (const Array& a : order_)
+        for (const Array& in : a.node()->inputs)
+          consumers_[in.node().get()].push_back(a.node().get());
   }
 
   std::vector<FusedStep> run() {
@@ -340,7 +348,7 @@ class Planner {
         return build();
       } catch (const Materialize& m) {
         if (m.nodes.empty()) throw;  // handled in build()
-        for (const ArrayNode* n : m.nodes) forced_.insert(n), pinned_.insert(n);
+        for (const ArrayNode* n : m.nodes) forced_.insert(n), pinned_.insert(n), mat_.insert(n);
       }
       if (attempt > 100000) throw Error("internal: fusion did not converge");
     }
@@ -351,6 +359,12 @@ class Planner {
 
   // Nodes that must live in buffers whatever fusion does.
   void choose_forced() {
+    if (!opts_.fuse) {  // every primitive is materialised: nothing else to decide
+      mat_.reserve(order_.size());
+      for (const Array& a : order_)
+        if (!leaf(*a.node()) && a.node()->op != Op::Count) mat_.insert(a.node().get());
+      return;
+    }
     for (const Array& a : order_) {
       const ArrayNode& n = *a.node();
       if (leaf(n)) continue;
@@ -369,9 +383,9 @@ class Planner {
 
   // A reduction absorbs the single-consumer element-wise chain of its own shape after it.
   void choose_epilogues() {
+    if (!opts_.fuse) return;  // choose_forced chose mat_ already
     mat_ = forced_;
     epilogue_root_.clear();
-    if (!opts_.fuse) return;
     NodeSet claimed;  // nodes already inside some reduction's epilogue
     for (const Array& a : order_) {
       const ArrayNode* r = a.node().get();
@@ -476,11 +490,11 @@ class Planner {
 
   std::vector<FusedStep> build() {
     std::vector<FusedStep> steps;
-    std::vector<const ArrayNode*> pending_outputs;  // element-wise outputs that may share a kernel
-    NodeSet done;
+    if (!opts_.fuse) steps.reserve(order_.size());
+    NodeSet done;  // nodes already computed by a shared kernel (fusion only)
     for (const Array& a : order_) {
       const ArrayNode* n = a.node().get();
-      if (leaf(*n) || !mat_.count(n) || done.count(n)) continue;
+      if (leaf(*n) || !mat_.count(n) || (opts_.fuse && done.count(n))) continue;
       if (n->op == Op::Matmul) {
         FusedStep s;
         s.matmul = n;
@@ -490,6 +504,8 @@ class Planner {
         for (size_t i = 0; i < n->inputs.size(); ++i)
           steps.push_back(
               emit_or_split({n}, [&](Emitter& e) { return e.concatenate_piece(*n, i); }));
+      } else if (!opts_.fuse && !opts_.runtime_dims) {
+        steps.push_back(eager_step(*n));
       } else if (n->op == Op::Reduce) {
         steps.push_back(emit_or_split({n}, [&](Emitter& e) { return e.reduction(*n, *n); }));
       } else if (auto it = epilogue_root_.find(n); it != epilogue_root_.end()) {
@@ -498,9 +514,20 @@ class Planner {
       } else {
         steps.push_back(elementwise_group(n, done));
       }
-      done.insert(n);
+      if (opts_.fuse) done.insert(n);
     }
-    return order_steps(std::move(steps));
+    // Without fusion every step is one node, already in the graph's order.
+    return opts_.fuse ? order_steps(std::move(steps)) : steps;
+  }
+
+  // Fusion off: one primitive's kernel, built once per structure (eager_kernels.h).
+  FusedStep eager_step(const ArrayNode& n) {
+    if (std::optional<FusedStep> s = cached_eager_step(n)) return std::move(*s);
+    FusedStep s = emit_or_split({&n}, [&](Emitter& e) {
+      return n.op == Op::Reduce ? e.reduction(n, n) : e.elementwise({&n});
+    });
+    remember_eager_step(n, s);
+    return s;
   }
 
   // Later element-wise outputs of the same shape and lane that do not depend on this one join
@@ -623,6 +650,23 @@ class Planner {
 };
 
 }  // namespace
+
+std::optional<Scalar> host_scalar(const ArrayNode& n) {
+  if (n.op != Op::Constant || !n.shape.empty() || !n.data || !n.data->host_ptr()) return {};
+  Scalar c;
+  c.dtype = n.dtype;
+  scalar::Val v = scalar::load(n.data->host_ptr(), n.dtype, 0);
+  c.f = v.f, c.i = v.i;
+  return c;
+}
+
+bool is_two(const ArrayNode& n) {
+  if (n.op == Op::Broadcast || (n.op == Op::Reshape && n.inputs.size() == 1))
+    return is_two(*n.inputs[0].node());
+  std::optional<Scalar> c =
+      n.op == Op::Full ? std::optional<Scalar>(n.params.value) : host_scalar(n);
+  return c && c->as_double() == 2.0;
+}
 
 std::vector<FusedStep> fuse(
     const std::vector<Array>& order, const std::vector<Array>& outputs,

@@ -8,10 +8,12 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backends/kernel_ir.h"
 #include "graph/array.h"
+#include "scheduler/plan.h"
 
 namespace kiln {
 
@@ -28,8 +30,14 @@ struct FusedStep {
   std::vector<const ArrayNode*> buffers;  // per kernel buffer: the node whose data it reads/writes
   const ArrayNode* matmul = nullptr;      // the matmul node, for library steps
   const ArrayNode* lane_node = nullptr;   // every node of the step shares this node's lane
-  std::vector<int64_t> params;            // launch values of the kernel's runtime Dims
+  std::vector<int64_t> params;            // launch params: runtime Dims and launch scalars
+  std::shared_ptr<KernelBinaries> binaries;  // compiled forms, when the kernel is shared
 };
+
+// The value of a 0-d constant whose data the host can read (fusion passes it as a launch scalar).
+std::optional<Scalar> host_scalar(const ArrayNode& n);
+// Whether every element of `n` is 2: the one exponent `power` specialises (x*x, kernel_ir.h).
+bool is_two(const ArrayNode& n);
 
 // `order` lists the graph's nodes inputs-first (leaves included); `is_leaf` tells plan inputs;
 // `same_lane` tells whether two nodes run on the same lane (fusion never crosses lanes).

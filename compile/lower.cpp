@@ -34,17 +34,26 @@ class Lowering {
     // Plan inputs in the order `stop` lists them, then any other leaves in graph order.
     for (const Array& s : stop) add_input(s);
     std::function<bool(const ArrayNode&)> leaf = is_leaf;
-    std::vector<Array> order = topological_order(outputs, leaf);
-    for (const Array& a : order) {
-      by_ptr_[a.node().get()] = a.node();
-      if (leaf(*a.node())) add_input(a);
-    }
+    std::vector<Array> own_order;
+    if (!opts_.order) own_order = topological_order(outputs, leaf);
+    const std::vector<Array>& order = opts_.order ? *opts_.order : own_order;
+    info_.reserve(order.size());
+    std::unordered_set<const ArrayNode*> outs;
+    for (const Array& o : outputs) outs.insert(o.node().get());
+    // A 0-d host constant that no one returns is only ever read as a launch scalar (fusion
+    // inlines it): no plan input, no buffer to bind per call.
+    for (const Array& a : order)
+      if (leaf(*a.node()) &&
+          (stops.count(a.node().get()) || outs.count(a.node().get()) || !host_scalar(*a.node())))
+        add_input(a);
     std::function<bool(const ArrayNode&, const ArrayNode&)> same_lane =
         [&](const ArrayNode& a, const ArrayNode& b) { return lane_spec(a) == lane_spec(b); };
     FusionOptions fo;
     fo.fuse = opts_.fuse;
     fo.runtime_dims = opts_.runtime_dims;
-    for (const FusedStep& step : fuse(order, outputs, leaf, same_lane, fo)) add_step(step);
+    std::vector<FusedStep> steps = fuse(order, outputs, leaf, same_lane, fo);
+    result_.plan.reserve(steps.size() + 8, order.size() + 8);  // copies may add a few
+    for (FusedStep& step : steps) add_step(step);
     for (const Array& out : outputs) result_.plan.add_output(info_.at(out.node().get()).slot);
     result_.plan.finalize();
     return std::move(result_);
@@ -91,9 +100,12 @@ class Lowering {
   }
 
   // The slot a task on `lane` reads `x` from, inserting a copy task when needed.
-  int read(const Array& x, int lane, std::vector<int>& deps) {
-    ArrayNode* n = x.node().get();
-    NodeInfo& xi = info_.at(n);
+  int read(const ArrayNode* n, int lane, std::vector<int>& deps) {
+    auto found = info_.find(n);
+    if (found == info_.end())
+      throw_error("internal: lowering reads ", op_name(n->op), " of shape ", n->shape,
+                  " before anything produced it");
+    NodeInfo& xi = found->second;
     if (!needs_copy(*n, xi, lane)) {
       deps.insert(deps.end(), xi.producers.begin(), xi.producers.end());
       return xi.slot;
@@ -135,7 +147,7 @@ class Lowering {
     return ni.slot;
   }
 
-  void add_step(const FusedStep& step) {
+  void add_step(FusedStep& step) {
     int lane = result_.plan.add_lane(lane_spec(*step.lane_node));
     Task t;
     t.lane = lane;
@@ -144,21 +156,24 @@ class Lowering {
       const ArrayNode& n = *step.matmul;
       t.kind = TaskKind::Matmul;
       t.name = "matmul";
-      t.slots = {read(n.inputs[0], lane, t.deps), read(n.inputs[1], lane, t.deps), slot_for(n)};
+      t.slots = {read(n.inputs[0].node().get(), lane, t.deps),
+                 read(n.inputs[1].node().get(), lane, t.deps), slot_for(n)};
       matmul_args(n, t.matmul);
       written.push_back(&n);
     } else {
       t.kind = TaskKind::Kernel;
       t.name = step.kernel->name;
-      t.kernel = step.kernel;
-      t.params = step.params;
+      t.kernel = std::move(step.kernel);
+      t.binaries = std::move(step.binaries);
+      t.params = std::move(step.params);
+      t.slots.reserve(step.buffers.size());
       for (size_t b = 0; b < step.buffers.size(); ++b) {
         const ArrayNode& n = *step.buffers[b];
-        if (step.kernel->buffers[b].output) {
+        if (t.kernel->buffers[b].output) {
           t.slots.push_back(slot_for(n));
           written.push_back(&n);
         } else {
-          t.slots.push_back(read(Array(by_ptr_.at(&n)), lane, t.deps));
+          t.slots.push_back(read(&n, lane, t.deps));
         }
       }
     }
@@ -200,7 +215,6 @@ class Lowering {
   LoweredGraph result_;
   std::unordered_map<const ArrayNode*, NodeInfo> info_;
   std::map<std::pair<const ArrayNode*, int>, std::pair<int, int>> copies_;  // -> (slot, task)
-  std::unordered_map<const ArrayNode*, std::shared_ptr<ArrayNode>> by_ptr_;
 };
 
 }  // namespace

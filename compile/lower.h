@@ -19,6 +19,8 @@ struct LowerOptions {
   bool fuse = false;
   // Kernels take every extent, stride and offset at launch (shapeless compile).
   bool runtime_dims = false;
+  // The graph's nodes inputs-first, when the caller has them already (eval does): saves a walk.
+  const std::vector<Array>* order = nullptr;
 };
 
 struct LoweredGraph {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "graph/element.h"
 #include "graph/trace_state.h"
 
 namespace kiln {
@@ -11,21 +12,6 @@ namespace {
 std::atomic<uint64_t> g_next_id{1};
 std::atomic<EvalHook> g_eval_hook{nullptr};
 
-template <typename T, typename S>
-void convert(const S* src, T* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
-}
-
-template <typename T>
-void convert_from(Dtype d, const void* src, T* dst, int64_t n) {
-  switch (d.kind) {
-    case Dtype::Kind::Bool: convert(static_cast<const bool*>(src), dst, n); break;
-    case Dtype::Kind::Int32: convert(static_cast<const int32_t*>(src), dst, n); break;
-    case Dtype::Kind::Int64: convert(static_cast<const int64_t*>(src), dst, n); break;
-    case Dtype::Kind::Float32: convert(static_cast<const float*>(src), dst, n); break;
-    case Dtype::Kind::Float64: convert(static_cast<const double*>(src), dst, n); break;
-  }
-}
 }  // namespace
 
 ArrayNode::ArrayNode() : id(g_next_id.fetch_add(1, std::memory_order_relaxed)) {}
@@ -96,17 +82,21 @@ void read_data(const Array& a, void* dst) {
   if (a.nbytes() > 0) buf->read(dst, 0, a.nbytes());
 }
 
+// Elements converted to T by Kiln's cast rules (graph/element.h): to_vector<T>() reads what
+// astype(dtype_of<T>()) would compute.
 template <typename T>
 std::vector<T> Array::to_vector() const {
   std::vector<unsigned char> raw(nbytes());
   read_data(*this, raw.data());
-  std::vector<T> out(static_cast<size_t>(size()));
-  if constexpr (std::is_same_v<T, bool>) {
-    std::vector<char> tmp(out.size());
-    convert_from(dtype(), raw.data(), tmp.data(), size());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = tmp[i] != 0;
-  } else {
-    convert_from(dtype(), raw.data(), out.data(), size());
+  Dtype from = dtype(), to = dtype_of<T>();
+  std::vector<T> out;
+  out.reserve(static_cast<size_t>(size()));
+  for (int64_t i = 0; i < size(); ++i) {
+    scalar::Val v = scalar::cast(scalar::load(raw.data(), from, i), from, to);
+    if constexpr (std::is_floating_point_v<T>)
+      out.push_back(static_cast<T>(v.f));
+    else
+      out.push_back(static_cast<T>(v.i));
   }
   return out;
 }
@@ -119,15 +109,18 @@ T Array::item() const {
   return to_vector<T>()[0];
 }
 
-template std::vector<bool> Array::to_vector<bool>() const;
-template std::vector<int32_t> Array::to_vector<int32_t>() const;
-template std::vector<int64_t> Array::to_vector<int64_t>() const;
-template std::vector<float> Array::to_vector<float>() const;
-template std::vector<double> Array::to_vector<double>() const;
-template bool Array::item<bool>() const;
-template int32_t Array::item<int32_t>() const;
-template int64_t Array::item<int64_t>() const;
-template float Array::item<float>() const;
-template double Array::item<double>() const;
+#define KILN_INSTANTIATE_READ(T)                       \
+  template std::vector<T> Array::to_vector<T>() const; \
+  template T Array::item<T>() const;
+KILN_INSTANTIATE_READ(bool)
+KILN_INSTANTIATE_READ(int8_t)
+KILN_INSTANTIATE_READ(int32_t)
+KILN_INSTANTIATE_READ(int64_t)
+KILN_INSTANTIATE_READ(uint8_t)
+KILN_INSTANTIATE_READ(uint32_t)
+KILN_INSTANTIATE_READ(uint64_t)
+KILN_INSTANTIATE_READ(float)
+KILN_INSTANTIATE_READ(double)
+#undef KILN_INSTANTIATE_READ
 
 }  // namespace kiln

@@ -49,7 +49,9 @@ class Array {
   // An evaluated array over existing data.
   Array(Shape shape, Dtype dtype, std::shared_ptr<Buffer> data, ResolvedStream stream);
   // A handle to an existing node.
-  explicit Array(std::shared_ptr<ArrayNode> node) : node_(std::move(node)) {}
+  explicit Array(std::shared_ptr<ArrayNode> node) : node_(std::move(node)) {
+    if (!node_) throw_error("Array: a null node handle (make arrays with the ops in ops.h)");
+  }
 
   const Shape& shape() const { return node_->shape; }
   int64_t shape(int axis) const;

@@ -9,13 +9,19 @@
 namespace kiln {
 
 HostBuffer::HostBuffer(size_t bytes, Device device) : bytes_(bytes), device_(std::move(device)) {
-  // 64-byte alignment lets JIT kernels use aligned vector loads; never allocate zero bytes.
+  if (bytes <= sizeof small_) {
+    data_ = small_;
+    return;
+  }
+  // 64-byte alignment keeps vector loads within cache lines; never allocate zero bytes.
   size_t rounded = ((bytes + 63) / 64) * 64;
   data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
   if (!data_) throw_error("out of host memory allocating ", bytes, " bytes");
 }
 
-HostBuffer::~HostBuffer() { std::free(data_); }
+HostBuffer::~HostBuffer() {
+  if (data_ != small_) std::free(data_);
+}
 
 void HostBuffer::read(void* dst, size_t offset, size_t n) const {
   if (offset + n > bytes_)

@@ -39,6 +39,8 @@ class HostBuffer : public Buffer {
   size_t bytes_;
   Device device_;
   void* data_;
+  // Scalars (the common 0-d constant) live inline: no aligned allocation per C++ scalar operand.
+  alignas(16) unsigned char small_[16];
 };
 
 }  // namespace kiln

@@ -2,9 +2,9 @@
 
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
+#include "graph/npy_header.h"
 #include "graph/ops.h"
 
 namespace kiln {
@@ -13,11 +13,19 @@ namespace {
 
 const char kMagic[] = "\x93NUMPY";
 
+// NumPy's type strings, little-endian. NumPy has no bfloat16: MLX and NumPy with ml_dtypes
+// write it as the 2-byte void type '<V2', and MLX reads '<V2' back as bfloat16; Kiln does both.
 std::string descr_of(Dtype d) {
   switch (d.kind) {
     case Dtype::Kind::Bool: return "|b1";
+    case Dtype::Kind::Int8: return "|i1";
     case Dtype::Kind::Int32: return "<i4";
     case Dtype::Kind::Int64: return "<i8";
+    case Dtype::Kind::UInt8: return "|u1";
+    case Dtype::Kind::UInt32: return "<u4";
+    case Dtype::Kind::UInt64: return "<u8";
+    case Dtype::Kind::Float16: return "<f2";
+    case Dtype::Kind::BFloat16: return "<V2";
     case Dtype::Kind::Float32: return "<f4";
     case Dtype::Kind::Float64: return "<f8";
   }
@@ -25,14 +33,17 @@ std::string descr_of(Dtype d) {
 }
 
 Dtype dtype_of_descr(const std::string& descr, const std::string& path) {
-  for (Dtype d : {bool_, int32, int64, float32, float64}) {
+  std::string valid;
+  for (Dtype d : kAllDtypes) {
     std::string want = descr_of(d);
-    if (descr == want ||
-        (descr.size() == 3 && descr[0] == '=' && descr.substr(1) == want.substr(1)))
-      return d;
+    // '=' (native order) and '|' (order not applicable) read as little-endian, the order of
+    // every host Kiln runs on.
+    bool order = descr.size() == 3 && (descr[0] == '<' || descr[0] == '=' || descr[0] == '|');
+    if (order && descr.substr(1) == want.substr(1)) return d;
+    valid += valid.empty() ? want : ", " + want;
   }
-  throw_error("load_npy: ", path, ": dtype '", descr,
-              "' is not supported (valid: |b1, <i4, <i8, <f4, <f8; little-endian)");
+  throw_error("load_npy: ", path, ": dtype '", descr, "' is not supported (valid: ", valid,
+              "; little-endian; '<V2' is read as bfloat16, as MLX writes it)");
 }
 
 // Row-major copy of a Fortran-ordered payload.
@@ -73,43 +84,26 @@ Array load_npy(const std::string& path, StreamOrDevice s) {
   unsigned char lb[4] = {};
   in.read(reinterpret_cast<char*>(lb), ver[0] == 1 ? 2 : 4);
   hlen = lb[0] | (lb[1] << 8) | (ver[0] == 1 ? 0u : (lb[2] << 16) | (uint32_t(lb[3]) << 24));
-  if (!in || hlen > (1u << 20))
-    throw_error("load_npy: '", path, "' has a truncated or oversized header");
+  if (!in) throw_error("load_npy: '", path, "' ends inside its header length field");
+  if (hlen > kNpyMaxHeaderBytes)
+    throw_error("load_npy: '", path, "' has a ", hlen, "-byte header (at most ", kNpyMaxHeaderBytes,
+                " bytes are read, as NumPy does)");
   std::string header(hlen, '\0');
   in.read(header.data(), hlen);
-  if (!in) throw_error("load_npy: '", path, "' ends inside its header");
+  if (!in)
+    throw_error("load_npy: '", path, "' ends inside its header (", in.gcount(), " of ", hlen,
+                " bytes present)");
 
-  std::smatch m;
-  static const std::regex descr_re(R"('descr'\s*:\s*'([^']*)')");
-  static const std::regex order_re(R"('fortran_order'\s*:\s*(True|False))");
-  static const std::regex shape_re(R"('shape'\s*:\s*\(([^)]*)\))");
-  if (!std::regex_search(header, m, descr_re))
-    throw_error("load_npy: '", path, "': header has no 'descr' entry: ", header);
-  Dtype dtype = dtype_of_descr(m[1], path);
-  if (!std::regex_search(header, m, order_re))
-    throw_error("load_npy: '", path, "': header has no 'fortran_order' entry");
-  bool fortran = m[1] == "True";
-  if (!std::regex_search(header, m, shape_re))
-    throw_error("load_npy: '", path, "': header has no 'shape' entry");
-  Shape shape;
-  std::stringstream ss(m[1]);
-  std::string tok;
-  while (std::getline(ss, tok, ',')) {
-    size_t b = tok.find_first_not_of(" \t"), e = tok.find_last_not_of(" \tL");
-    if (b == std::string::npos) continue;
-    std::string t = tok.substr(b, e - b + 1);
-    char* end = nullptr;
-    long long v = std::strtoll(t.c_str(), &end, 10);
-    if (*end != '\0' || v < 0) throw_error("load_npy: '", path, "': bad extent '", t, "' in shape");
-    shape.push_back(v);
-  }
-
+  NpyHeader h = parse_npy_header(header, path);
+  Dtype dtype = dtype_of_descr(h.descr, path);
+  bool fortran = h.fortran_order;
+  Shape shape = std::move(h.shape);
+  size_t nbytes = 0;
   try {
-    check_shape(shape, "load_npy");
+    nbytes = checked_nbytes(shape, dtype, "load_npy");  // also checks the shape
   } catch (const Error& e) {
     throw_error("load_npy: '", path, "': ", e.what());
   }
-  size_t nbytes = static_cast<size_t>(shape_size(shape)) * dtype.size();
   // Compare with what the file holds before allocating: a lying header must not exhaust memory.
   std::streampos here = in.tellg();
   in.seekg(0, std::ios::end);

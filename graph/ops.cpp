@@ -1,5 +1,6 @@
 #include "graph/ops.h"
 
+#include "graph/element.h"
 #include "graph/trace_state.h"
 
 #include <algorithm>
@@ -13,6 +14,7 @@ namespace {
 
 Array make(Shape shape, Dtype dtype, Op op, Params p, std::vector<Array> inputs,
            const StreamOrDevice& s) {
+  checked_nbytes(shape, dtype, op_name(op));  // a result too large to address is refused here
   return Array(std::move(shape), dtype, op, std::move(p), std::move(inputs), resolve_stream(s));
 }
 
@@ -90,9 +92,10 @@ Array reduce(ReduceOp op, const Array& a, std::vector<int> axes, bool keepdims,
   Array x = a;
   if (op == ReduceOp::Argmax) {
     out = int64;
-  } else if ((op == ReduceOp::Sum || op == ReduceOp::Prod) && a.dtype().is_bool()) {
-    out = int32;
-    x = astype(a, int32, s);
+  } else if ((op == ReduceOp::Sum || op == ReduceOp::Prod) && a.dtype().size() == 1) {
+    // bool, int8 and uint8 accumulate in 32 bits (as MLX does): a sum of bytes rarely fits one.
+    out = a.dtype() == uint8 ? uint32 : int32;
+    x = astype(a, out, s);
   }
   if (axes.empty()) return x;  // reducing a 0-d array over no axes leaves its value
   Params p;
@@ -116,8 +119,7 @@ Array reduce_axis(ReduceOp op, const Array& a, int axis, bool keepdims, const St
 
 Array array_from_bytes(const void* data, size_t nbytes, Shape shape, Dtype dtype,
                        StreamOrDevice s) {
-  check_shape(shape, "array");
-  size_t expect = static_cast<size_t>(shape_size(shape)) * dtype.size();
+  size_t expect = checked_nbytes(shape, dtype, "array");
   if (nbytes != expect)
     throw_error("array: ", nbytes, " bytes given for shape ", shape, " of ", dtype, " (needs ",
                 expect, ")");
@@ -146,14 +148,7 @@ Array array(const std::vector<T>& values, Shape shape, Dtype dtype, StreamOrDevi
   std::vector<unsigned char> raw(values.size() * dtype.size());
   for (size_t i = 0; i < values.size(); ++i) {
     Scalar v = Scalar::of(values[i]).cast(dtype);
-    unsigned char* dst = raw.data() + i * dtype.size();
-    switch (dtype.kind) {
-      case Dtype::Kind::Bool: *reinterpret_cast<bool*>(dst) = v.i != 0; break;
-      case Dtype::Kind::Int32: *reinterpret_cast<int32_t*>(dst) = static_cast<int32_t>(v.i); break;
-      case Dtype::Kind::Int64: *reinterpret_cast<int64_t*>(dst) = v.i; break;
-      case Dtype::Kind::Float32: *reinterpret_cast<float*>(dst) = static_cast<float>(v.f); break;
-      case Dtype::Kind::Float64: *reinterpret_cast<double*>(dst) = v.f; break;
-    }
+    scalar::store(raw.data(), dtype, static_cast<int64_t>(i), {v.f, v.i});
   }
   return array_from_bytes(raw.data(), raw.size(), std::move(shape), dtype, std::move(s));
 }
@@ -163,8 +158,12 @@ Array array(const std::vector<T>& values, Shape shape, Dtype dtype, StreamOrDevi
   template Array array<T>(const std::vector<T>&, Shape, StreamOrDevice); \
   template Array array<T>(const std::vector<T>&, Shape, Dtype, StreamOrDevice);
 KILN_INSTANTIATE_ARRAY(bool)
+KILN_INSTANTIATE_ARRAY(int8_t)
 KILN_INSTANTIATE_ARRAY(int32_t)
 KILN_INSTANTIATE_ARRAY(int64_t)
+KILN_INSTANTIATE_ARRAY(uint8_t)
+KILN_INSTANTIATE_ARRAY(uint32_t)
+KILN_INSTANTIATE_ARRAY(uint64_t)
 KILN_INSTANTIATE_ARRAY(float)
 KILN_INSTANTIATE_ARRAY(double)
 #undef KILN_INSTANTIATE_ARRAY
@@ -219,7 +218,7 @@ Array negative(const Array& a, StreamOrDevice s) {
   return unary(UnaryOp::Negative, a, a.dtype(), s);
 }
 Array abs(const Array& a, StreamOrDevice s) {
-  if (a.dtype().is_bool()) return a;
+  if (a.dtype().is_bool() || a.dtype().is_unsigned()) return a;
   return unary(UnaryOp::Abs, a, a.dtype(), s);
 }
 Array exp(const Array& a, StreamOrDevice s) { return float_unary(UnaryOp::Exp, a, s); }
@@ -322,12 +321,16 @@ KILN_REDUCTION(prod, ReduceOp::Prod)
 Array mean(const Array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   std::vector<int> ax = normalize_axes(axes, a.ndim(), "mean");
   Dtype d = float_result_type(a.dtype());
-  Array total = sum(astype(a, d, s), ax, keepdims, s);
+  // float16/bfloat16 sum in float32 and round once at the end: their sum would overflow
+  // float16 (65504) long before the mean does.
+  Dtype acc = d.is_half() ? float32 : d;
+  Array total = sum(astype(a, acc, s), ax, keepdims, s);
   // The count is a node, not a constant, so shapeless compile sees it change with the input;
   // the mean of an empty set is 0/0 = NaN, as in NumPy.
   Params p;
   p.axes = ax;
-  return divide(total, make({}, d, Op::Count, p, {a}, s), s);
+  Array m = divide(total, make({}, acc, Op::Count, p, {a}, s), s);
+  return astype(m, d, s);
 }
 Array mean(const Array& a, bool keepdims, StreamOrDevice s) {
   return mean(a, all_axes(a.ndim()), keepdims, s);
@@ -362,6 +365,7 @@ static Array reshape_as(const Array& a, Shape out, ReshapeKind kind, std::vector
 Shape resolve_reshape(const Shape& in, Shape shape) {
   int infer = -1;
   int64_t known = 1, size = shape_size(in);
+  bool overflow = false;  // a product past int64 cannot equal the input's size
   for (int i = 0; i < static_cast<int>(shape.size()); ++i) {
     if (shape[i] == -1) {
       if (infer >= 0) throw_error("reshape: ", shape, " has more than one -1 (at most one)");
@@ -369,9 +373,12 @@ Shape resolve_reshape(const Shape& in, Shape shape) {
     } else if (shape[i] < 0) {
       throw_error("reshape: ", shape, " has a negative extent (only -1 may be inferred)");
     } else {
-      known *= shape[i];
+      overflow = overflow || __builtin_mul_overflow(known, shape[i], &known);
     }
   }
+  if (overflow)
+    throw_error("reshape: cannot reshape array of shape ", in, " (", size, " elements) into ",
+                shape, " (more than 2^63 elements)");
   if (infer >= 0) {
     if (known == 0 || size % known != 0)
       throw_error("reshape: cannot reshape array of shape ", in, " (", size, " elements) into ",
@@ -503,9 +510,10 @@ Array slice(const Array& a, std::vector<int64_t> start, std::vector<int64_t> sto
     };
     start[i] = clamp(start[i], true);
     stop[i] = clamp(stop[i], false);
-    int64_t len = step[i] > 0 ? (stop[i] - start[i] + step[i] - 1) / step[i]
-                              : (start[i] - stop[i] - step[i] - 1) / (-step[i]);
-    out[i] = std::max<int64_t>(0, len);
+    // In 128 bits: a step of INT64_MIN or INT64_MAX must not wrap (NumPy gives one element).
+    __int128 st = step[i], a0 = start[i], b0 = stop[i];
+    __int128 len = st > 0 ? (b0 - a0 + st - 1) / st : (a0 - b0 - st - 1) / (-st);
+    out[i] = static_cast<int64_t>(len > 0 ? len : 0);
     identity = identity && start[i] == 0 && step[i] == 1 && out[i] == d;
   }
   if (identity && !is_tracing()) return a;
@@ -537,7 +545,8 @@ Array concatenate(const std::vector<Array>& arrays, int axis, StreamOrDevice s) 
       if (i != ax && x.shape()[i] != first.shape()[i])
         throw_error("concatenate: shapes ", first.shape(), " and ", x.shape(), " differ on axis ",
                     i, " (all axes but ", ax, " must match)");
-    out[ax] += x.shape()[ax];
+    if (__builtin_add_overflow(out[ax], x.shape()[ax], &out[ax]))
+      throw_error("concatenate: the joined extent of axis ", ax, " overflows int64");
     d = promote_types(d, x.dtype());
   }
   if (arrays.size() == 1) return first;
@@ -581,8 +590,19 @@ Array matmul(const Array& a, const Array& b, StreamOrDevice s) {
 
 // ---- composites ----
 
-Array softmax(const Array& a, const std::vector<int>& axes, StreamOrDevice s) {
+// Whether any of `axes` (normalized) has extent 0: composites then follow SciPy's special
+// functions (softmax of nothing is nothing, logsumexp of nothing is -inf) instead of failing
+// inside max.
+bool reduces_nothing(const Array& a, const std::vector<int>& axes) {
+  for (int ax : axes)
+    if (a.shape()[ax] == 0) return true;
+  return false;
+}
+
+Array softmax(const Array& a, const std::vector<int>& axes_in, StreamOrDevice s) {
   Array x = a.dtype().is_float() ? a : astype(a, float_result_type(a.dtype()), s);
+  std::vector<int> axes = normalize_axes(axes_in, x.ndim(), "softmax");
+  if (reduces_nothing(x, axes)) return exp(x, s);  // empty: the same empty shape
   Array m = max(x, axes, true, s);
   Array e = exp(subtract(x, m, s), s);
   return divide(e, sum(e, axes, true, s), s);
@@ -594,6 +614,10 @@ Array softmax(const Array& a, int axis, StreamOrDevice s) {
 Array logsumexp(const Array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   Array x = a.dtype().is_float() ? a : astype(a, float_result_type(a.dtype()), s);
   std::vector<int> ax = normalize_axes(axes, x.ndim(), "logsumexp");
+  if (reduces_nothing(x, ax)) {  // log of an empty sum: -inf
+    Array r = log(sum(exp(x, s), ax, true, s), s);
+    return keepdims ? r : squeeze(r, ax, s);
+  }
   Array m = max(x, ax, true, s);
   // A row of -inf would give inf - inf = nan; shift by 0 there instead, as NumPy-based libraries
   // do.
@@ -614,31 +638,51 @@ Array logsumexp(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
 
 Array scalar_constant(Scalar v, StreamOrDevice s) {
   unsigned char raw[8] = {};
-  switch (v.dtype.kind) {
-    case Dtype::Kind::Bool: raw[0] = v.i != 0; break;
-    case Dtype::Kind::Int32: {
-      int32_t x = static_cast<int32_t>(v.i);
-      std::memcpy(raw, &x, 4);
-      break;
-    }
-    case Dtype::Kind::Int64: std::memcpy(raw, &v.i, 8); break;
-    case Dtype::Kind::Float32: {
-      float x = static_cast<float>(v.f);
-      std::memcpy(raw, &x, 4);
-      break;
-    }
-    case Dtype::Kind::Float64: std::memcpy(raw, &v.f, 8); break;
-  }
+  scalar::store(raw, v.dtype, 0, {v.f, v.i});
   return array_from_bytes(raw, v.dtype.size(), {}, v.dtype, std::move(s));
 }
 
-Array weak_scalar(double v, bool is_float, const Array& like) {
+namespace {
+
+// Whether the integer scalar v is a value of the integer dtype d (not just after wrapping).
+bool int_fits(const Scalar& v, Dtype d) {
+  Scalar there = v.cast(d);
+  bool negative = v.dtype != uint64 && v.i < 0;
+  bool negative_there = !d.is_unsigned() && there.i < 0;
+  return there.cast(v.dtype).i == v.i && negative == negative_there;
+}
+
+const char* int_range(Dtype d) {
+  switch (d.kind) {
+    case Dtype::Kind::Int8: return "-128 to 127";
+    case Dtype::Kind::Int32: return "-2147483648 to 2147483647";
+    case Dtype::Kind::Int64: return "-9223372036854775808 to 9223372036854775807";
+    case Dtype::Kind::UInt8: return "0 to 255";
+    case Dtype::Kind::UInt32: return "0 to 4294967295";
+    case Dtype::Kind::UInt64: return "0 to 18446744073709551615";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+Array weak_scalar(Scalar v, const Array& like) {
   Dtype d = like.dtype();
-  if (is_float && !d.is_float())
+  if (v.dtype.is_float() && !d.is_float()) {
     d = float32;
-  else if (!is_float && d.is_bool())
+  } else if (!v.dtype.is_float() && d.is_bool()) {
     d = int32;
-  return scalar_constant(Scalar::of(v).cast(d));
+  } else if (!v.dtype.is_float() && !v.dtype.is_bool() && d.is_int() && !int_fits(v, d)) {
+    throw_error("the scalar ", v.str(), " does not fit the ", d, " array it is combined with (", d,
+                " holds ", int_range(d), "); widen the array with astype, or pass the scalar as ",
+                "an array to promote");
+  }
+  return scalar_constant(v.cast(d));
+}
+
+Array weak_scalar(double v, bool is_float, const Array& like) {
+  return is_float ? weak_scalar(Scalar::of(v), like)
+                  : weak_scalar(Scalar::of(static_cast<int64_t>(v)), like);
 }
 
 Array operator-(const Array& a) { return negative(a); }

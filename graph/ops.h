@@ -146,17 +146,34 @@ Array operator||(const Array& a, const Array& b);
 
 // An evaluated 0-d array holding `v` (no kernel runs to make it).
 Array scalar_constant(Scalar v, StreamOrDevice s = {});
-// A scalar as a 0-d array typed to combine with `like` without widening it.
+// A scalar as a 0-d array typed to combine with `like` without widening it: an int scalar
+// takes an int or float array's dtype (raising kiln::Error when it is not a value of that int
+// dtype: uint8 + 300, uint8 * -1, as NumPy 2 and MLX do), a float scalar a float array's.
+// With a bool array an int scalar is int32; with a bool or int array a float scalar is float32.
+Array weak_scalar(Scalar v, const Array& like);
 Array weak_scalar(double v, bool is_float, const Array& like);
 
-#define KILN_SCALAR_OPERATOR(OP)                                                     \
-  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>        \
-  Array operator OP(const Array& a, T v) {                                           \
-    return a OP weak_scalar(static_cast<double>(v), std::is_floating_point_v<T>, a); \
-  }                                                                                  \
-  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>        \
-  Array operator OP(T v, const Array& a) {                                           \
-    return weak_scalar(static_cast<double>(v), std::is_floating_point_v<T>, a) OP a; \
+// Any C++ arithmetic value as a Scalar of the widest dtype of its kind (exact).
+template <typename T>
+Scalar scalar_of(T v) {
+  if constexpr (std::is_same_v<T, bool>)
+    return Scalar::of(v);
+  else if constexpr (std::is_floating_point_v<T>)
+    return Scalar::of(static_cast<double>(v));
+  else if constexpr (std::is_signed_v<T>)
+    return Scalar::of(static_cast<int64_t>(v));
+  else
+    return Scalar::of(static_cast<uint64_t>(v));
+}
+
+#define KILN_SCALAR_OPERATOR(OP)                                              \
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>> \
+  Array operator OP(const Array& a, T v) {                                    \
+    return a OP weak_scalar(scalar_of(v), a);                                 \
+  }                                                                           \
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>> \
+  Array operator OP(T v, const Array& a) {                                    \
+    return weak_scalar(scalar_of(v), a) OP a;                                 \
   }
 KILN_SCALAR_OPERATOR(+)
 KILN_SCALAR_OPERATOR(-)

@@ -21,7 +21,9 @@ Array draw(RandomDist dist, const Shape& shape, Dtype dtype, std::optional<Key> 
            const StreamOrDevice& s, const char* op) {
   check_shape(shape, op);
   if (!dtype.is_float())
-    throw_error(op, ": dtype ", dtype, " is not valid (random draws need float32 or float64)");
+    throw_error(op, ": dtype ", dtype,
+                " is not valid (random draws need a float dtype: float16, bfloat16, float32, "
+                "float64)");
   Params p;
   p.dist = dist;
   p.key = k ? *k : next_key();

@@ -3,22 +3,20 @@
 #include <cstring>
 #include <sstream>
 
+#include "graph/element.h"
+
 namespace kiln {
 
 Scalar Scalar::cast(Dtype to) const {
+  scalar::Val v = scalar::cast({f, i}, dtype, to);
   Scalar r;
   r.dtype = to;
-  switch (to.kind) {
-    case Dtype::Kind::Bool: r.i = dtype.is_float() ? (f != 0) : (i != 0); break;
-    case Dtype::Kind::Int32:
-      r.i = static_cast<int32_t>(dtype.is_float() ? static_cast<int64_t>(f) : i);
-      break;
-    case Dtype::Kind::Int64: r.i = dtype.is_float() ? static_cast<int64_t>(f) : i; break;
-    case Dtype::Kind::Float32: r.f = static_cast<float>(as_double()); break;
-    case Dtype::Kind::Float64: r.f = as_double(); break;
-  }
+  r.f = v.f;
+  r.i = v.i;
   return r;
 }
+
+double Scalar::as_double() const { return scalar::to_double({f, i}, dtype); }
 
 bool Scalar::operator==(const Scalar& o) const {
   // Bitwise for floats so that NaN constants compare equal to themselves (CSE, hashing).
@@ -32,6 +30,8 @@ std::string Scalar::str() const {
     os << f;
   else if (dtype.is_bool())
     os << (i ? "true" : "false");
+  else if (dtype == uint64)
+    os << static_cast<uint64_t>(i);
   else
     os << i;
   return os.str();

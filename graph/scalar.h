@@ -1,9 +1,11 @@
 // A typed scalar value, used for constants in the graph (full, arange) and in Kernel IR.
-// Floats live in `f`, integers and bools in `i`, so int64 values keep every bit.
+// Floats live in `f`, integers and bools in `i` (uint64 as its bits), so 64-bit integers keep
+// every bit. A Scalar of a float dtype holds a value exact in that dtype (cast() rounds).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "graph/dtype.h"
 
@@ -24,10 +26,10 @@ struct Scalar {
       s.i = static_cast<int64_t>(v);
     return s;
   }
-  // The value converted to `to` with C++ conversion rules (float->int truncates).
+  // The value converted to `to` by Kiln's cast rules (graph/element.h: float->int truncates and
+  // saturates, NaN -> 0; ints wrap; 16-bit floats round to nearest even).
   Scalar cast(Dtype to) const;
-  double as_double() const { return dtype.is_float() ? f : static_cast<double>(i); }
-  int64_t as_int() const { return dtype.is_float() ? static_cast<int64_t>(f) : i; }
+  double as_double() const;  // uint64 read as unsigned
   bool operator==(const Scalar& o) const;
   std::string str() const;
 };

@@ -65,16 +65,38 @@ std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const ch
   return out;
 }
 
+namespace {
+
+// The product of the extents times `itemsize`, or -1 when it exceeds kMaxArrayBytes. A zero
+// extent makes the product 0 whatever the others are (NumPy allows (0, 2^62)).
+int64_t bounded_product(const Shape& s, int64_t itemsize) {
+  for (int64_t d : s)
+    if (d == 0) return 0;
+  int64_t n = itemsize;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxArrayBytes) return -1;
+  return n;
+}
+
+}  // namespace
+
 void check_shape(const Shape& s, const char* op) {
   for (int64_t d : s)
     if (d < 0) throw_error(op, ": shape ", s, " has a negative extent (extents must be >= 0)");
-  // Sizes are int64 element counts; refuse shapes whose size would overflow them.
-  int64_t n = 1;
-  for (int64_t d : s) {
-    if (d != 0 && n > (int64_t{1} << 62) / d)
-      throw_error(op, ": shape ", s, " has more than 2^62 elements");
-    n *= d;
-  }
+  if (bounded_product(s, 1) < 0)
+    throw_error(op, ": shape ", s, " has more than 2^62 elements (the most an array may hold)");
+}
+
+size_t checked_nbytes(const Shape& s, Dtype d, const char* op) {
+  if (d.size() == 0)  // a Dtype made from a number that is no kind: never reaches a kernel
+    throw_error(op, ": unknown dtype (kind ", static_cast<int>(d.kind),
+                "); use the constants in graph/dtype.h or dtype_from_name()");
+  check_shape(s, op);
+  int64_t n = bounded_product(s, static_cast<int64_t>(d.size()));
+  if (n < 0)
+    throw_error(op, ": an array of shape ", s, " and dtype ", d,
+                " would need more than 2^62 bytes (the most an array may hold)");
+  return static_cast<size_t>(n);
 }
 
 }  // namespace kiln

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "graph/dtype.h"
+
 namespace kiln {
 
 using Shape = std::vector<int64_t>;
@@ -27,7 +29,14 @@ int normalize_axis(int axis, int ndim, const char* op);
 // Normalizes, sorts and de-duplicates-checks a list of axes; empty `axes` means all axes.
 std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const char* op);
 
-// Raises when any extent is negative.
+// The most bytes one array may hold: every byte offset and size then fits int64 with room for
+// the arithmetic kernels do on it (NumPy's own limit is the same order).
+inline constexpr int64_t kMaxArrayBytes = int64_t{1} << 62;
+
+// Raises when any extent is negative or the element count overflows kMaxArrayBytes.
 void check_shape(const Shape& s, const char* op);
+// The bytes an array of this shape and dtype holds; raises (naming `op`) when any extent is
+// negative or the byte size exceeds kMaxArrayBytes. Every size computation goes through here.
+size_t checked_nbytes(const Shape& s, Dtype d, const char* op);
 
 }  // namespace kiln

@@ -1,6 +1,8 @@
 #include "scheduler/executor.h"
 
 #include <oneapi/tbb/flow_graph.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
 #include <atomic>
@@ -177,7 +179,7 @@ struct GraphInstance {
       }
     }
     for (int t = 0; t < n; ++t) {
-      for (int s : plan.successors()[t]) flow::make_edge(*out[t], *in[s]);
+      for (int s : plan.successors(t)) flow::make_edge(*out[t], *in[s]);
       if (plan.tasks()[t].deps.empty()) roots.push_back(in[t]);
     }
   }
@@ -200,6 +202,48 @@ bool usable_on(Buffer& buf, const Lane& lane) {
          (buf.host_ptr() != nullptr && lane.backend->uses_host_memory());
 }
 
+// Compiles the kernel of every kernel task not compiled yet for its lane's device into `rt`,
+// and points the binding at them. Several kernels compile concurrently on the TBB arena (a cold
+// LLVM compile is milliseconds); the work is isolated so a thread waiting here, with the plan's
+// lock held, never picks up an unrelated task that might want the same lock.
+void compile_kernels(const Plan& plan, const std::vector<Lane*>& lanes, PlanRuntime& rt,
+                     Binding& b) {
+  size_t n = plan.tasks().size();
+  b.kernels.assign(n, nullptr);
+  b.build_errors.assign(n, nullptr);
+  std::vector<size_t> todo;
+  for (size_t t = 0; t < n; ++t) {
+    const Task& task = plan.tasks()[t];
+    if (task.kind != TaskKind::Kernel) continue;
+    auto& vec = rt.kernels[lanes[task.lane]->stream.device];
+    if (vec.size() != n) vec.resize(n);
+    if (!vec[t]) todo.push_back(t);
+  }
+  auto build = [&](size_t t) {
+    const Task& task = plan.tasks()[t];
+    Lane& lane = *lanes[task.lane];
+    try {
+      auto compile = [&] { return lane.backend->compile(lane.stream.device.index, *task.kernel); };
+      rt.kernels.at(lane.stream.device)[t] =
+          task.binaries ? task.binaries->get(lane.stream.device, compile) : compile();
+    } catch (...) {
+      b.build_errors[t] = std::current_exception();
+    }
+  };
+  if (todo.size() == 1) {
+    build(todo[0]);
+  } else if (todo.size() > 1) {
+    oneapi::tbb::this_task_arena::isolate([&] {
+      oneapi::tbb::parallel_for(size_t{0}, todo.size(), [&](size_t i) { build(todo[i]); });
+    });
+  }
+  for (size_t t = 0; t < n; ++t) {
+    const Task& task = plan.tasks()[t];
+    if (task.kind == TaskKind::Kernel && !b.build_errors[t])
+      b.kernels[t] = rt.kernels[lanes[task.lane]->stream.device][t].get();
+  }
+}
+
 // The binding of `plan` to these lanes, built on first use: lanes sorted for the order locks
 // and every kernel task compiled for its lane's device (backends cache by content hash).
 // A kernel that fails to build fails its task (and what depends on it), not the whole call;
@@ -219,24 +263,9 @@ std::shared_ptr<const Binding> binding_for(const Plan& plan, const std::vector<L
   std::sort(b->distinct.begin(), b->distinct.end(),
             [](Lane* x, Lane* y) { return x->stream < y->stream; });
   b->distinct.erase(std::unique(b->distinct.begin(), b->distinct.end()), b->distinct.end());
-  size_t n = plan.tasks().size();
-  b->kernels.assign(n, nullptr);
-  b->build_errors.assign(n, nullptr);
-  bool failed = false;
-  for (size_t t = 0; t < n; ++t) {
-    const Task& task = plan.tasks()[t];
-    if (task.kind != TaskKind::Kernel) continue;
-    Lane& lane = *lanes[task.lane];
-    auto& vec = rt.kernels[lane.stream.device];
-    if (vec.size() != n) vec.resize(n);
-    try {
-      if (!vec[t]) vec[t] = lane.backend->compile(lane.stream.device.index, *task.kernel);
-      b->kernels[t] = vec[t].get();
-    } catch (...) {
-      b->build_errors[t] = std::current_exception();
-      failed = true;
-    }
-  }
+  compile_kernels(plan, lanes, rt, *b);
+  bool failed = std::any_of(b->build_errors.begin(), b->build_errors.end(),
+                            [](const std::exception_ptr& e) { return e != nullptr; });
   if (!failed) rt.bindings.push_back(b);
   return b;
 }
@@ -365,9 +394,11 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
     }
   } locks(binding.distinct);
 
+  // Small plans and chains (nothing to run in parallel) of host work run on this thread.
+  int ntasks = static_cast<int>(plan.tasks().size());
   bool direct = options.path == RunOptions::Path::Direct ||
                 (options.path == RunOptions::Path::Auto && binding.all_inline &&
-                 static_cast<int>(plan.tasks().size()) <= options.direct_max_tasks);
+                 (ntasks <= options.direct_max_tasks || plan.critical_path() == ntasks));
   if (direct) {
     for (int t : plan.order()) run_task_blocking(st, t);
   } else {

@@ -16,7 +16,8 @@ namespace kiln {
 struct RunOptions {
   enum class Path { Auto, Direct, Graph };
   Path path = Path::Auto;
-  // Plans with at most this many tasks, all on inline (host) queues, take the direct path.
+  // Plans with at most this many tasks, or chains, all on inline (host) queues, take the direct
+  // path (the calling thread runs them in order).
   int direct_max_tasks = 16;
 };
 

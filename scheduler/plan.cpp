@@ -8,10 +8,40 @@
 
 namespace kiln {
 
+std::shared_ptr<const CompiledKernel> KernelBinaries::get(const Device& device,
+                                                          const Build& build) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [d, k] : by_device_)
+      if (d == device) return k;
+  }
+  std::shared_ptr<const CompiledKernel> k = build();  // outside the lock: compiling may be slow
+  std::lock_guard<std::mutex> lock(mu_);
+  by_device_.emplace_back(device, k);
+  return k;
+}
+
+IndexLists IndexLists::from_pairs(size_t lists, const std::vector<std::pair<int, int>>& pairs) {
+  IndexLists l;
+  l.start.assign(lists + 1, 0);
+  for (const auto& [list, item] : pairs) ++l.start[list + 1];
+  for (size_t i = 0; i < lists; ++i) l.start[i + 1] += l.start[i];
+  l.items.resize(pairs.size());
+  for (const auto& [list, item] : pairs) l.items[l.start[list]++] = item;
+  for (size_t i = lists; i > 0; --i) l.start[i] = l.start[i - 1];  // each cursor ended at the
+  l.start[0] = 0;                                                  // next list's start
+  return l;
+}
+
 Plan::Plan() : runtime_(std::make_unique<PlanRuntime>()) {}
 Plan::~Plan() = default;
 Plan::Plan(Plan&&) noexcept = default;
 Plan& Plan::operator=(Plan&&) noexcept = default;
+
+void Plan::reserve(size_t tasks, size_t slots) {
+  tasks_.reserve(tasks);
+  slots_.reserve(slots);
+}
 
 int Plan::add_lane(const LaneSpec& lane) {
   for (size_t i = 0; i < lanes_.size(); ++i)
@@ -41,7 +71,7 @@ void Plan::add_output(int slot) {
 
 void Plan::finalize() {
   int n = static_cast<int>(tasks_.size());
-  succ_.assign(n, {});
+  std::vector<std::pair<int, int>> edges;  // (dependency, dependent)
   std::vector<int> indegree(n, 0);
   for (int t = 0; t < n; ++t) {
     auto& deps = tasks_[t].deps;
@@ -49,10 +79,11 @@ void Plan::finalize() {
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     for (int d : deps) {
       if (d < 0 || d >= n || d == t) throw_error("plan: task ", t, " has a bad dependency ", d);
-      succ_[d].push_back(t);
+      edges.emplace_back(d, t);
     }
     indegree[t] = static_cast<int>(deps.size());
   }
+  succ_ = IndexLists::from_pairs(n, edges);
   // Kahn's algorithm; a cycle is a bug in whoever built the plan.
   order_.clear();
   std::vector<int> ready;
@@ -66,21 +97,28 @@ void Plan::finalize() {
       if (--indegree[s] == 0) ready.push_back(s);
   }
   if (static_cast<int>(order_.size()) != n) throw_error("plan: the task graph has a cycle");
+  std::vector<int> depth(n, 1);
+  critical_path_ = 0;
+  for (int t : order_) {
+    for (int d : tasks_[t].deps) depth[t] = std::max(depth[t], depth[d] + 1);
+    critical_path_ = std::max(critical_path_, depth[t]);
+  }
   slot_tasks_.clear();
   for (int t : order_)
     if (!tasks_[t].slots.empty()) slot_tasks_.push_back(t);
-  producers_.assign(slots_.size(), {});
+  std::vector<std::pair<int, int>> writes;  // (slot, task)
   for (int t = 0; t < n; ++t) {
     const Task& task = tasks_[t];
     if (task.kind == TaskKind::Kernel) {
       for (size_t b = 0; b < task.slots.size(); ++b)
-        if (task.kernel->buffers[b].output) producers_[task.slots[b]].push_back(t);
+        if (task.kernel->buffers[b].output) writes.emplace_back(task.slots[b], t);
     } else if (task.kind == TaskKind::Copy) {
-      producers_[task.slots[1]].push_back(t);
+      writes.emplace_back(task.slots[1], t);
     } else if (task.kind == TaskKind::Matmul) {
-      producers_[task.slots[2]].push_back(t);
+      writes.emplace_back(task.slots[2], t);
     }
   }
+  producers_ = IndexLists::from_pairs(slots_.size(), writes);
   assign_storage();
 }
 
@@ -93,7 +131,11 @@ void Plan::assign_storage() {
   storage_.assign(slots_.size(), -1);
   storage_bytes_.clear();
   if (n == 0 || n > 4096) return;
-  std::vector<std::vector<int>> readers(slots_.size());
+  bool any_temp = false;  // a single evaluation's plan often has none: nothing to share
+  for (size_t s = 0; s < slots_.size() && !any_temp; ++s)
+    any_temp = slots_[s].kind == SlotKind::Temp && !producers_[s].empty();
+  if (!any_temp) return;
+  std::vector<std::pair<int, int>> reads;  // (slot, task)
   std::vector<bool> eligible(slots_.size(), true);
   for (int t = 0; t < n; ++t) {
     const Task& task = tasks_[t];
@@ -101,31 +143,30 @@ void Plan::assign_storage() {
       bool writes = (task.kind == TaskKind::Kernel && task.kernel->buffers[b].output) ||
                     (task.kind == TaskKind::Copy && b == 1) ||
                     (task.kind == TaskKind::Matmul && b == 2);
-      if (!writes) readers[task.slots[b]].push_back(t);
+      if (!writes) reads.emplace_back(task.slots[b], t);
       if (task.kind == TaskKind::Copy) eligible[task.slots[b]] = false;  // copies may alias
     }
   }
+  IndexLists readers = IndexLists::from_pairs(slots_.size(), reads);
   size_t words = (n + 63) / 64;
-  std::vector<std::vector<uint64_t>> anc(n, std::vector<uint64_t>(words, 0));
+  std::vector<uint64_t> anc(n * words, 0);  // row t: the ancestors of task t, one bit each
   for (int t : order_)
     for (int d : tasks_[t].deps) {
-      for (size_t w = 0; w < words; ++w) anc[t][w] |= anc[d][w];
-      anc[t][d / 64] |= uint64_t{1} << (d % 64);
+      for (size_t w = 0; w < words; ++w) anc[t * words + w] |= anc[d * words + w];
+      anc[t * words + d / 64] |= uint64_t{1} << (d % 64);
     }
-  auto before = [&](int a, int b) { return (anc[b][a / 64] >> (a % 64)) & 1; };
+  auto before = [&](int a, int b) { return (anc[b * words + a / 64] >> (a % 64)) & 1; };
   std::vector<int> pos(n);
   for (int i = 0; i < n; ++i) pos[order_[i]] = i;
   std::vector<int> temps;
   for (size_t s = 0; s < slots_.size(); ++s)
     if (slots_[s].kind == SlotKind::Temp && eligible[s] && !producers_[s].empty())
       temps.push_back(static_cast<int>(s));
-  auto first_write = [&](int s) {
-    int p = n;
-    for (int t : producers_[s]) p = std::min(p, pos[t]);
-    return p;
-  };
-  std::sort(temps.begin(), temps.end(),
-            [&](int a, int b) { return first_write(a) < first_write(b); });
+  std::vector<int> first_write(slots_.size(), n);
+  for (int s : temps)
+    for (int t : producers_[s]) first_write[s] = std::min(first_write[s], pos[t]);
+  std::stable_sort(temps.begin(), temps.end(),
+                   [&](int a, int b) { return first_write[a] < first_write[b]; });
   std::vector<int> last;  // per storage: the slot that used it last
   for (int s : temps) {
     int chosen = -1;

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,16 +39,42 @@ struct Slot {
 
 enum class TaskKind { Kernel, Copy, Matmul, Host };
 
+// The compiled forms of one Kernel, per device, shared by every plan that runs it: eager kernels
+// are cached by structure (compile/eager_kernels.h), so a new eager plan skips the backend's
+// lookup. Thread-safe.
+class KernelBinaries {
+ public:
+  using Build = std::function<std::shared_ptr<const CompiledKernel>()>;
+  std::shared_ptr<const CompiledKernel> get(const Device& device, const Build& build);
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<Device, std::shared_ptr<const CompiledKernel>>> by_device_;
+};
+
 struct Task {
   TaskKind kind = TaskKind::Host;
   std::string name;
   int lane = 0;
   std::vector<int> slots;  // Kernel: one per kernel buffer; Copy: {src, dst}; Matmul: {a, b, c}
   std::shared_ptr<const Kernel> kernel;
-  std::vector<int64_t> params;  // Kernel runtime Dims
-  MatmulArgs matmul;            // shape and offsets; buffers are bound per call
-  std::function<void()> host;   // Host tasks (tests, benchmarks, user callbacks)
-  std::vector<int> deps;        // tasks that must complete first
+  std::shared_ptr<KernelBinaries> binaries;  // optional: compiled forms shared across plans
+  std::vector<int64_t> params;               // Kernel launch params (runtime Dims, scalars)
+  MatmulArgs matmul;                         // shape and offsets; buffers are bound per call
+  std::function<void()> host;                // Host tasks (tests, benchmarks, user callbacks)
+  std::vector<int> deps;                     // tasks that must complete first
+};
+
+// Lists of task or slot indices per task or slot, stored flat: two allocations per plan, not one
+// per task (eager plans are built and dropped at every evaluation).
+struct IndexLists {
+  std::vector<int> start;  // list i is items[start[i], start[i + 1])
+  std::vector<int> items;
+  std::span<const int> operator[](size_t i) const {
+    return {items.data() + start[i], items.data() + start[i + 1]};
+  }
+  // From (list, item) pairs; items keep the order the pairs give them.
+  static IndexLists from_pairs(size_t lists, const std::vector<std::pair<int, int>>& pairs);
 };
 
 class Executor;
@@ -60,6 +87,7 @@ class Plan {
   Plan(Plan&&) noexcept;
   Plan& operator=(Plan&&) noexcept;
 
+  void reserve(size_t tasks, size_t slots);
   int add_lane(const LaneSpec& lane);  // returns the existing index for an equal spec
   int add_slot(const Slot& slot);
   int add_task(Task task);
@@ -75,11 +103,14 @@ class Plan {
   const std::vector<Slot>& slots() const { return slots_; }
   const std::vector<Task>& tasks() const { return tasks_; }
   const std::vector<int>& order() const { return order_; }  // a topological order of tasks
+  // Tasks on the longest dependency path: equal to tasks().size() when the plan is a chain, which
+  // no scheduler can run faster than one task after another.
+  int critical_path() const { return critical_path_; }
   // The tasks of order() that touch slots: all a call needs to visit to bind buffers (a plan of
   // host callbacks binds nothing, whatever its size).
   const std::vector<int>& slot_tasks() const { return slot_tasks_; }
-  const std::vector<std::vector<int>>& successors() const { return succ_; }
-  const std::vector<int>& producers(int slot) const { return producers_[slot]; }
+  std::span<const int> successors(int task) const { return succ_[task]; }
+  std::span<const int> producers(int slot) const { return producers_[slot]; }
   // Temporaries that never live at the same time share storage: storage(slot) is its group
   // (-1 for inputs, outputs and copies), storage_bytes(group) the group's size.
   int storage(int slot) const { return storage_.empty() ? -1 : storage_[slot]; }
@@ -94,9 +125,10 @@ class Plan {
   std::vector<Slot> slots_;
   std::vector<Task> tasks_;
   std::vector<int> order_;
+  int critical_path_ = 0;
   std::vector<int> slot_tasks_;
-  std::vector<std::vector<int>> succ_;
-  std::vector<std::vector<int>> producers_;
+  IndexLists succ_;
+  IndexLists producers_;
   std::vector<int> storage_;
   std::vector<size_t> storage_bytes_;
   void assign_storage();

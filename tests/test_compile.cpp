@@ -1,6 +1,9 @@
 // kiln::compile: when it traces, what it caches, how it fuses, streams resolved at call time,
 // captured state, nesting, purity errors and memory.
+#include <oneapi/tbb/info.h>
+
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <thread>
 
@@ -321,12 +324,7 @@ TEST(Compile, ManyThreadsCallOneFunction) {
 }
 
 namespace {
-size_t resident_kib() {
-  std::ifstream in("/proc/self/statm");
-  size_t pages = 0, resident = 0;
-  in >> pages >> resident;
-  return resident * 4;
-}
+size_t resident_kib() { return test::memory_in_use_bytes() / 1024; }
 }  // namespace
 
 TEST(Compile, DroppedFunctionsReleaseMemory) {
@@ -344,6 +342,54 @@ TEST(Compile, DroppedFunctionsReleaseMemory) {
   size_t after = resident_kib();
   // Each cycle allocates ~1 MiB of outputs; 200 cycles leaking would add ~200 MiB.
   EXPECT_LT(after, before + 16 * 1024) << before << " KiB -> " << after << " KiB";
+}
+
+namespace {
+// A backend whose compile() waits (up to 10 s) until two compiles are in flight at once: a plan
+// whose kernels compile one after another makes its first compile time out.
+class RendezvousBackend : public test::MirrorBackend {
+ public:
+  RendezvousBackend() : MirrorBackend("rendezvous", false) {}
+  std::shared_ptr<const CompiledKernel> compile(int device, const Kernel& k) override {
+    if (++in_flight_ >= 2) met_ = true;
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!met_ && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    --in_flight_;
+    return MirrorBackend::compile(device, k);
+  }
+  bool met() const { return met_; }
+
+ private:
+  std::atomic<int> in_flight_{0};
+  std::atomic<bool> met_{false};
+};
+}  // namespace
+
+TEST(Compile, PlanKernelsCompileConcurrently) {
+  if (oneapi::tbb::info::default_concurrency() < 2) GTEST_SKIP() << "one hardware thread";
+  static auto backend = std::make_shared<RendezvousBackend>();
+  static bool registered = (register_backend(backend), true);
+  (void)registered;
+  auto body = [](const std::vector<Array>& in) {  // two reductions: two kernels that cannot fuse
+    return std::vector<Array>{sum(exp(in[0]), -1), max(sin(in[0]), -1)};
+  };
+  Array x = random::uniform({8, 16}, float32, random::key(5), ref());
+  eval(x);
+  auto f = compile(body);
+  std::vector<Array> got, want;
+  {
+    StreamScope scope(device("rendezvous"));
+    got = f({x});
+  }
+  EXPECT_TRUE(backend->met()) << "the plan's kernels were compiled one after another";
+  {
+    StreamScope scope(ref());
+    want = body({x});
+  }
+  for (size_t k = 0; k < 2; ++k) {
+    auto w = want[k].to_vector<float>();
+    expect_near(got[k].to_vector<float>(), std::vector<double>(w.begin(), w.end()), 1e-5);
+  }
 }
 
 TEST(Compile, ShapelessOneTraceEveryShape) {
@@ -410,6 +456,44 @@ TEST(Compile, ShapelessBakedShapesRaise) {
   expect_error([&] { h({ones({5})}); }, {"shapeless", "reshape"});
   // The function stays usable for fitting shapes afterwards.
   expect_near(g({ones({6})})[0].to_vector<float>(), {2, 2, 2, 2, 2, 2});
+}
+
+// MLX's own example: abs(x + y) compiled shapeless, called with 0-d and then 1-d inputs, traces
+// once. An element-wise graph replays for any rank; one that names axes retraces quietly.
+TEST(Compile, ShapelessElementwiseServesEveryRank) {
+  int traces = 0;
+  auto f = compile(
+      [&](const std::vector<Array>& in) {
+        ++traces;
+        return std::vector<Array>{abs(in[0] + in[1])};
+      },
+      {true, {}, {}});
+  StreamScope scope(ref());
+  EXPECT_EQ(f({array(1.0f), array(-3.0f)})[0].item<float>(), 2.0f);
+  Array x = array({1.0f, -2.0f, 3.0f}, {3}), y = array({-4.0f, 1.0f, 0.5f}, {3});
+  expect_near(f({x, y})[0].to_vector<float>(), {3, 1, 3.5});
+  Array m = reshape(arange(0.0, 6.0, 1.0, float32), {2, 3});
+  expect_near(f({m, y})[0].to_vector<float>(), {4, 2, 2.5, 1, 5, 5.5});  // broadcasting
+  EXPECT_EQ(traces, 1);
+  EXPECT_EQ(f.cache_size(), 1u);
+  // A contradiction in sizes is an error, and the function stays usable.
+  expect_error([&] { f({ones({2, 3}), ones({4})}); }, {"(2, 3)", "(4,)"});
+  EXPECT_EQ(f({ones({2}), ones({2})})[0].to_vector<float>(), (std::vector<float>{2, 2}));
+  EXPECT_EQ(traces, 1);
+
+  // A graph whose meaning depends on the rank (an axis) retraces for a new rank, quietly.
+  int axis_traces = 0;
+  auto g = compile(
+      [&](const std::vector<Array>& in) {
+        ++axis_traces;
+        return std::vector<Array>{sum(in[0] * 2.0f, -1)};
+      },
+      {true, {}, {}});
+  EXPECT_EQ(g({ones({3})})[0].item<float>(), 6.0f);
+  EXPECT_EQ(g({ones({2, 4})})[0].to_vector<float>(), (std::vector<float>{8, 8}));
+  EXPECT_EQ(axis_traces, 2);
+  EXPECT_EQ(g({ones({5, 4})})[0].shape(), (Shape{5}));
+  EXPECT_EQ(axis_traces, 2);
 }
 
 TEST(Passes, SimplifyGraph) {

@@ -4,8 +4,11 @@
 //
 // Tolerances: element-wise arithmetic, casts, comparisons, max/min/argmax and integer work must
 // be bitwise equal (no FMA contraction, no fast-math: see backends/cpu/codegen.h); float32
-// transcendental functions within the ulp bounds of vector_math.h; float sum/prod reductions
-// (reassociated by the vectoriser) within rtol 1e-6 (float32) / 1e-12 (float64) plus atol 1e-6.
+// transcendental functions within the ulp bounds of vector_math.h, and float16/bfloat16 ones
+// (float32 vector math, then rounded) within 1 ulp of their type; float sum/prod reductions
+// (reassociated by the vectoriser) within rtol 1e-6 (float32) / 1e-12 (float64) / one ulp of
+// float16 or bfloat16 (the double sums agree to 1e-12, but may round to neighbours) plus atol
+// 1e-6.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -22,6 +25,7 @@
 #include "backends/cpu/buffer_pool.h"
 #include "backends/cpu/canonical.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/disk_cache.h"
 #include "backends/cpu/jit.h"
 #include "backends/cpu/split_reduce.h"
 #include "backends/scalar_ops.h"
@@ -49,12 +53,8 @@ using Bytes = std::vector<uint8_t>;
 
 // ---- running kernels ------------------------------------------------------------------------
 
-Backend& cpu_backend() {
-  return backend_for(device("cpu"));
-}
-Backend& ref_backend() {
-  return backend_for(device("reference"));
-}
+Backend& cpu_backend() { return backend_for(device("cpu")); }
+Backend& ref_backend() { return backend_for(device("reference")); }
 
 // Runs `k` with the given initial buffer contents; returns every buffer's final bytes.
 std::vector<Bytes> run(Backend& be, const Kernel& k, const std::vector<Bytes>& init,
@@ -101,20 +101,32 @@ struct Tolerance {
   double ulps = 0, rtol = 0, atol = 0;
 };
 
-int64_t ordered(double v, bool f32) {
-  if (f32) {
-    int32_t i = std::bit_cast<int32_t>(static_cast<float>(v));
-    return i < 0 ? static_cast<int64_t>(INT32_MIN) - i : i;
+// v's position in the sorted sequence of values of float dtype d (adjacent values differ by 1).
+int64_t ordered(double v, Dtype d) {
+  if (d == float64) {
+    int64_t i = std::bit_cast<int64_t>(v);
+    return i < 0 ? std::numeric_limits<int64_t>::min() - i : i;
   }
-  int64_t i = std::bit_cast<int64_t>(v);
-  return i < 0 ? std::numeric_limits<int64_t>::min() - i : i;
+  if (d.is_half()) {
+    uint16_t h = d == float16 ? float_to_half_bits(static_cast<float>(v))
+                              : float_to_bfloat16_bits(static_cast<float>(v));
+    int64_t m = h & 0x7fff;
+    return h & 0x8000 ? -m : m;
+  }
+  int32_t i = std::bit_cast<int32_t>(static_cast<float>(v));
+  return i < 0 ? static_cast<int64_t>(INT32_MIN) - i : i;
 }
 
-double ulp_diff(double a, double b, bool f32) {
+double ulp_diff(double a, double b, Dtype d) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : INFINITY;
   if (a == b) return 0;
   if (std::isinf(a) || std::isinf(b)) return INFINITY;
-  return std::fabs(static_cast<double>(ordered(a, f32) - ordered(b, f32)));
+  return std::fabs(static_cast<double>(ordered(a, d) - ordered(b, d)));
+}
+
+// The relative tolerance of a reassociated float sum or product of dtype d.
+double sum_rtol(Dtype d) {
+  return d == float64 ? 1e-12 : d == float16 ? 0x1.0p-10 : d == bfloat16 ? 0x1.0p-7 : 1e-6;
 }
 
 template <typename T>
@@ -125,19 +137,7 @@ T element(const Bytes& b, size_t i) {
 }
 
 double get(const Bytes& b, Dtype d, size_t i) {
-  switch (d.kind) {
-    case Dtype::Kind::Bool:
-      return b[i];
-    case Dtype::Kind::Int32:
-      return element<int32_t>(b, i);
-    case Dtype::Kind::Int64:
-      return static_cast<double>(element<int64_t>(b, i));
-    case Dtype::Kind::Float32:
-      return element<float>(b, i);
-    case Dtype::Kind::Float64:
-      return element<double>(b, i);
-  }
-  return 0;
+  return scalar::to_double(scalar::load(b.data(), d, static_cast<int64_t>(i)), d);
 }
 
 // Empty string when equal within tolerance, else the first difference.
@@ -156,7 +156,7 @@ std::string compare(const Bytes& got, const Bytes& want, Dtype d, const Toleranc
     } else if (tol.kind == Tolerance::Value) {
       ok = (std::isnan(g) && std::isnan(w)) || g == w;
     } else if (tol.kind == Tolerance::Ulp) {
-      ok = ulp_diff(g, w, d == float32) <= tol.ulps || std::fabs(g - w) <= 1e-37;
+      ok = ulp_diff(g, w, d) <= tol.ulps || std::fabs(g - w) <= 1e-37;
     } else {
       ok = (std::isnan(g) && std::isnan(w)) || g == w ||
            std::fabs(g - w) <= tol.rtol * std::fabs(w) + tol.atol;
@@ -165,7 +165,9 @@ std::string compare(const Bytes& got, const Bytes& want, Dtype d, const Toleranc
       std::ostringstream os;
       os.precision(17);
       os << "element " << i << ": cpu " << g << " vs reference " << w;
-      if (!d.is_float()) os << " (int64 " << static_cast<int64_t>(g) << ")";
+      if (!d.is_float())
+        os << " (bits " << scalar::load(got.data(), d, static_cast<int64_t>(i)).i << " vs "
+           << scalar::load(want.data(), d, static_cast<int64_t>(i)).i << ")";
       return os.str();
     }
   }
@@ -226,28 +228,10 @@ Bytes sample(Dtype d, size_t n, uint64_t seed, bool wild = true) {
                        : std::round(u(rng) * 64) / 64 + (rng() % 3 == 0 ? u(rng) * 1e-3 : 0);
     int64_t iv =
         special ? ispecials[rng() % std::size(ispecials)] : static_cast<int64_t>(rng() % 17) - 8;
-    uint8_t* p = b.data() + i * d.size();
-    switch (d.kind) {
-      case Dtype::Kind::Bool:
-        *p = rng() % 2;
-        break;
-      case Dtype::Kind::Int32: {
-        int32_t v = static_cast<int32_t>(iv);
-        std::memcpy(p, &v, 4);
-        break;
-      }
-      case Dtype::Kind::Int64:
-        std::memcpy(p, &iv, 8);
-        break;
-      case Dtype::Kind::Float32: {
-        float v = static_cast<float>(f);
-        std::memcpy(p, &v, 4);
-        break;
-      }
-      case Dtype::Kind::Float64:
-        std::memcpy(p, &f, 8);
-        break;
-    }
+    if (d.is_bool())
+      b[i] = rng() % 2;
+    else  // ints wrap to their width, floats round to their type (inf when out of range)
+      scalar::store(b.data(), d, static_cast<int64_t>(i), {scalar::round_to(f, d), iv});
   }
   return b;
 }
@@ -264,7 +248,8 @@ void differential(const Kernel& k, const std::vector<Bytes>& init, const Toleran
   }
 }
 
-const Dtype kAll[] = {bool_, int32, int64, float32, float64};
+const Dtype kAll[] = {bool_,  int8,    int32,    int64,   uint8,  uint32,
+                      uint64, float16, bfloat16, float32, float64};
 
 bool approx_f32(UnaryOp op) {
   switch (op) {
@@ -274,10 +259,8 @@ bool approx_f32(UnaryOp op) {
     case UnaryOp::Cos:
     case UnaryOp::Tanh:
     case UnaryOp::Erf:
-    case UnaryOp::Sigmoid:
-      return true;
-    default:
-      return false;
+    case UnaryOp::Sigmoid: return true;
+    default: return false;
   }
 }
 
@@ -315,6 +298,7 @@ TEST(CpuBackend, EveryUnaryOpAndDtype) {
           n);
       Tolerance tol;
       if (d == float32 && approx_f32(u)) tol = {Tolerance::Ulp, 5};  // vector_math.h bounds
+      if (d.is_half() && approx_f32(u)) tol = {Tolerance::Ulp, 1};   // the same, rounded
       bool wild = true;  // 1e30, inf, NaN, denormals: every function must handle them
       differential(k, {sample(d, n, op * 7 + 1, wild), Bytes(n * d.size())}, tol,
                    std::string(op_name(u)) + " " + d.name());
@@ -338,6 +322,7 @@ TEST(CpuBackend, EveryBinaryOpAndDtype) {
           n);
       Tolerance tol;
       if (d == float32 && bop == BinaryOp::Power) tol = {Tolerance::Ulp, 2};
+      if (d.is_half() && bop == BinaryOp::Power) tol = {Tolerance::Ulp, 1};
       // int64 INT64_MIN / -1 is undefined in the oracle: keep divisors of int64 tame.
       bool wild = !(d == int64 && bop == BinaryOp::Divide);
       differential(
@@ -378,7 +363,7 @@ TEST(CpuBackend, EveryCastAndSelect) {
 }
 
 TEST(CpuBackend, RandomAndIndexValues) {
-  for (Dtype d : {float32, float64})
+  for (Dtype d : {float32, float64, float16, bfloat16})
     for (RandomDist dist : {RandomDist::Uniform, RandomDist::Normal}) {
       Kernel k;
       k.name = "random";
@@ -391,6 +376,7 @@ TEST(CpuBackend, RandomAndIndexValues) {
       store(k, d, map_of({41, 1}), add(k, r));
       Tolerance tol;
       if (d == float32 && dist == RandomDist::Normal) tol = {Tolerance::Ulp, 4};
+      if (d.is_half() && dist == RandomDist::Normal) tol = {Tolerance::Ulp, 1};
       differential(k, {Bytes(37 * 41 * d.size())}, tol, "random");
     }
 }
@@ -424,11 +410,17 @@ Kernel reduce_kernel(Dtype d, ReduceOp op, std::vector<int64_t> shape, std::vect
   return k;
 }
 
+// Every op and dtype, each in two of four walks (row, column/tiled, mixed strided, full),
+// alternating so every (op, walk) and every (dtype, walk) pair is covered; the walks are
+// dtype-independent code and LLVM spends ~0.1-1 s on each of these tiny unrolled kernels.
 TEST(CpuBackend, EveryReductionAndDtype) {
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int>>> walks = {
+      {{7, 33}, {1}}, {{7, 33}, {0}}, {{5, 4, 9}, {0, 2}}, {{1000}, {0}}};
   for (int op = 0; op <= static_cast<int>(ReduceOp::Argmax); ++op)
-    for (Dtype d : kAll)
-      for (auto [shape, axes] : std::vector<std::pair<std::vector<int64_t>, std::vector<int>>>{
-               {{7, 33}, {1}}, {{7, 33}, {0}}, {{5, 4, 9}, {0, 2}}, {{1000}, {0}}}) {
+    for (size_t di = 0; di < std::size(kAll); ++di)
+      for (size_t w = (op + di) % 2; w < walks.size(); w += 2) {
+        Dtype d = kAll[di];
+        auto [shape, axes] = walks[w];
         auto rop = static_cast<ReduceOp>(op);
         Kernel k = reduce_kernel(d, rop, shape, axes);
         int64_t n = 1, outn = 1;
@@ -437,7 +429,7 @@ TEST(CpuBackend, EveryReductionAndDtype) {
         Dtype od = k.body[k.reduce->value].dtype;
         Tolerance tol;
         bool fsum = d.is_float() && (rop == ReduceOp::Sum || rop == ReduceOp::Prod);
-        if (fsum) tol = {Tolerance::Rel, 0, d == float32 ? 1e-6 : 1e-12, 1e-6};
+        if (fsum) tol = {Tolerance::Rel, 0, sum_rtol(d), 1e-6};
         if (d.is_float() && (rop == ReduceOp::Max || rop == ReduceOp::Min))
           tol = {Tolerance::Value};
         // Reassociated sums of 1e30-sized values are not comparable: tame data for sum/prod.
@@ -489,10 +481,14 @@ TEST(CpuBackend, LargeReductionsRunFastPathsCorrectly) {
 
 TEST(CpuBackend, FullReductionsSplitAcrossThreads) {
   // N not a multiple of the part count (a tail part); an epilogue that uses a prologue constant
-  // and an epilogue load; every op but argmax (which must not split) and every dtype.
+  // and an epilogue load; every op but argmax (which must not split) and every dtype. Each
+  // dtype runs every other op (alternating, so each op meets half the dtypes): the reference
+  // interpreter's million-element runs dominate this test's time.
   const int64_t n = (int64_t{1} << 20) + 12345;
   for (int op = 0; op <= static_cast<int>(ReduceOp::Argmax); ++op)
-    for (Dtype d : kAll) {
+    for (size_t di = 0; di < std::size(kAll); ++di) {
+      if ((op + di) % 2 != 0 && op != static_cast<int>(ReduceOp::Argmax)) continue;
+      Dtype d = kAll[di];
       auto rop = static_cast<ReduceOp>(op);
       Kernel k;
       k.name = "full";
@@ -522,26 +518,13 @@ TEST(CpuBackend, FullReductionsSplitAcrossThreads) {
       if (rop == ReduceOp::Prod) {  // products of +-1 (and a few 1 + 2^-20): no overflow
         for (int64_t i = 0; i < n + 7; ++i) {
           scalar::Val v;
-          v.i = i % 3 == 0 ? -1 : 1;
+          v.i = d.is_bool() ? 1 : i % 3 == 0 ? -1 : 1;  // unsigned: -1 wraps to the largest
           v.f = i % 1000 == 0 ? 1 + std::ldexp(1.0, -20) : static_cast<double>(v.i);
-          if (d.is_float()) v.i = 0;
-          if (d == float32) {
-            float f = static_cast<float>(v.f);
-            std::memcpy(&data[i * 4], &f, 4);
-          } else if (d == float64) {
-            std::memcpy(&data[i * 8], &v.f, 8);
-          } else if (d == int32) {
-            int32_t iv = static_cast<int32_t>(v.i);
-            std::memcpy(&data[i * 4], &iv, 4);
-          } else if (d == int64) {
-            std::memcpy(&data[i * 8], &v.i, 8);
-          } else {
-            data[i] = 1;
-          }
+          scalar::store(data.data(), d, i, {scalar::round_to(v.f, d), v.i});
         }
       }
       Tolerance tol;
-      if (fsum) tol = {Tolerance::Rel, 0, d == float32 ? 1e-6 : 1e-12, 1e-6};
+      if (fsum) tol = {Tolerance::Rel, 0, sum_rtol(d), 1e-6};
       if (d.is_float() && (rop == ReduceOp::Max || rop == ReduceOp::Min)) tol = {Tolerance::Value};
       differential(k, {data, sample(od, 3, 2, false), Bytes(od.size()), Bytes(2 * od.size())}, tol,
                    std::string("full ") + op_name(rop) + " " + d.name());
@@ -597,7 +580,7 @@ class KernelGen {
       first_epi_ = add(k, r);
       k.reduce = Reduction{op_, naxes_, first_epi_};
       Tolerance t;
-      if (fsum_) t = {Tolerance::Rel, 0, in == float32 ? 1e-6 : 1e-12, 1e-6};
+      if (fsum_) t = {Tolerance::Rel, 0, sum_rtol(in), 1e-6};
       // A float max/min may return either zero of a -0/+0 tie: no sign-sensitive epilogue.
       bool fminmax = in.is_float() && (op_ == ReduceOp::Max || op_ == ReduceOp::Min);
       if (fminmax) t = {Tolerance::Value};
@@ -670,7 +653,7 @@ class KernelGen {
     return m;
   }
 
-  Dtype any_dtype() { return kAll[pick(0, 4)]; }
+  Dtype any_dtype() { return kAll[pick(0, static_cast<int>(std::size(kAll)) - 1)]; }
 
   int add_value(Value v) { return add(*k_, v); }
 
@@ -707,11 +690,8 @@ class KernelGen {
     v.dtype = any_dtype();
     Bytes b = sample(v.dtype, 1, rng_(), !tame());
     v.constant.dtype = v.dtype;
-    if (v.dtype.is_float())
-      v.constant.f = get(b, v.dtype, 0);
-    else
-      v.constant.i =
-          v.dtype == int64 ? element<int64_t>(b, 0) : static_cast<int64_t>(get(b, v.dtype, 0));
+    scalar::Val c = scalar::load(b.data(), v.dtype, 0);
+    v.constant.f = c.f, v.constant.i = c.i;
     return add_value(v);
   }
 
@@ -770,7 +750,8 @@ class KernelGen {
     } else if (choice == 8) {  // cast
       int a = pick_value();
       v.kind = ValueKind::Cast, v.dtype = any_dtype(), v.a = a;
-      if (tame() && v.dtype.is_float() && k_->body[a].dtype == int64) v.dtype = int32;
+      Dtype src = k_->body[a].dtype;  // tame: no huge ints (uint wraps of small negatives)
+      if (tame() && v.dtype.is_float() && (src == int64 || src.is_unsigned())) v.dtype = int32;
     } else {  // random uniform (exact) or float64 normal (libm), counter from an index
       if (epilogue_) return gen_value(epilogue);
       Value idx;
@@ -778,30 +759,34 @@ class KernelGen {
       int64_t size = 0;
       idx.map = input_map(false, size);
       v.kind = ValueKind::Random, v.a = add_value(idx);
-      v.dtype = pick(0, 1) ? float32 : float64;
+      const Dtype floats[] = {float32, float64, float16, bfloat16};
+      v.dtype = floats[pick(0, 3)];
       v.dist = v.dtype == float64 && pick(0, 1) ? RandomDist::Normal : RandomDist::Uniform;
       v.key = rng_();
     }
     add_value(v);
   }
 
-  // Wraps a value in a float32 transcendental function, with the tolerance it needs.
+  // Wraps a value in a float32, float16 or bfloat16 transcendental function (float32 vector
+  // math, rounded for the 16-bit types), with the tolerance it needs.
   int approximate(int v, Tolerance& t) {
     epilogue_ = k_->reduce.has_value();
-    int x = cast_to(v, float32);
+    const Dtype types[] = {float32, float32, float16, bfloat16};
+    Dtype ft = types[pick(0, 3)];
+    int x = cast_to(v, ft);
     Value u;
     int kind = pick(0, 7);
     if (kind == 7) {
       u.kind = ValueKind::Binary, u.binary = BinaryOp::Power, u.a = x;
-      u.b = cast_to(leaf(), float32);
-      t = {Tolerance::Ulp, 2};
+      u.b = cast_to(leaf(), ft);
+      t = {Tolerance::Ulp, ft == float32 ? 2.0 : 1.0};
     } else {
       const UnaryOp ops[] = {UnaryOp::Exp,     UnaryOp::Log, UnaryOp::Tanh, UnaryOp::Erf,
                              UnaryOp::Sigmoid, UnaryOp::Exp, UnaryOp::Erf};
       u.kind = ValueKind::Unary, u.unary = ops[kind], u.a = x;
-      t = {Tolerance::Ulp, 5};
+      t = {Tolerance::Ulp, ft == float32 ? 5.0 : 1.0};
     }
-    u.dtype = float32;
+    u.dtype = ft;
     return add_value(u);
   }
 
@@ -882,7 +867,7 @@ double max_ulp_error(UnaryOp op, const std::vector<float>& xs, double max_abs_x)
     scalar::Val in;
     in.f = xs[i];
     double want = scalar::unary(op, in, float32).f;  // libm in double, rounded: the oracle
-    double e = ulp_diff(y[i], want, true);
+    double e = ulp_diff(y[i], want, float32);
     if (e > 1e-30 && std::fabs(y[i] - want) <= 1e-37) e = 0;  // denormal double rounding
     if (e > worst) {
       worst = e;
@@ -936,7 +921,7 @@ TEST(VectorMath, PowAgainstLibm) {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     double want = static_cast<float>(std::pow(static_cast<double>(a[i]), b[i]));
-    double e = ulp_diff(got[i], want, true);
+    double e = ulp_diff(got[i], want, float32);
     if (e > 1e-30 && std::fabs(got[i] - want) <= 1e-37) e = 0;
     ASSERT_LE(e, 1) << "pow(" << a[i] << ", " << b[i] << ") = " << got[i] << ", libm " << want;
     worst = std::max(worst, e);
@@ -945,33 +930,38 @@ TEST(VectorMath, PowAgainstLibm) {
 }
 
 TEST(VectorMath, InnermostLoopIsVectorised) {
-  // out = x * (1 + erf(x / sqrt(2))) / 2 on float32: the optimised IR must use vector floats
-  // and must not call erf.
-  Kernel k;
-  k.name = "gelu";
-  k.domain = {Dim::constant(1 << 20)};
-  int x = load(k, float32, map_of({1}));
-  auto c = [&](double v) {
-    Value cv;
-    cv.kind = ValueKind::Constant, cv.dtype = float32, cv.constant = Scalar::of(float(v));
-    return add(k, cv);
-  };
-  auto bin = [&](BinaryOp op, int a, int b) {
-    Value v;
-    v.kind = ValueKind::Binary, v.binary = op, v.dtype = float32, v.a = a, v.b = b;
-    return add(k, v);
-  };
-  Value e;
-  e.kind = ValueKind::Unary, e.unary = UnaryOp::Erf, e.dtype = float32;
-  e.a = bin(BinaryOp::Divide, x, c(std::sqrt(2.0)));
-  int er = add(k, e);
-  int r = bin(BinaryOp::Divide, bin(BinaryOp::Multiply, x, bin(BinaryOp::Add, c(1), er)), c(2));
-  store(k, float32, map_of({1}), r);
-  std::string ir = cpu::Jit::instance().optimized_ir(k);
-  bool wide =
-      ir.find("<16 x float>") != std::string::npos || ir.find("<8 x float>") != std::string::npos;
-  EXPECT_TRUE(wide) << ir;
-  EXPECT_EQ(ir.find("@erf"), std::string::npos);
+  // out = x * (1 + erf(x / sqrt(2))) / 2: the optimised IR must use vector floats and must not
+  // call erf; float16 and bfloat16 (computed in float32, rounded at each op) must vectorise too,
+  // with their conversions inline (no library calls).
+  for (Dtype d : {float32, float16, bfloat16}) {
+    Kernel k;
+    k.name = "gelu";
+    k.domain = {Dim::constant(1 << 20)};
+    int x = load(k, d, map_of({1}));
+    auto c = [&](double v) {
+      Value cv;
+      cv.kind = ValueKind::Constant, cv.dtype = d, cv.constant = Scalar::of(v).cast(d);
+      return add(k, cv);
+    };
+    auto bin = [&](BinaryOp op, int a, int b) {
+      Value v;
+      v.kind = ValueKind::Binary, v.binary = op, v.dtype = d, v.a = a, v.b = b;
+      return add(k, v);
+    };
+    Value e;
+    e.kind = ValueKind::Unary, e.unary = UnaryOp::Erf, e.dtype = d;
+    e.a = bin(BinaryOp::Divide, x, c(std::sqrt(2.0)));
+    int er = add(k, e);
+    int r = bin(BinaryOp::Divide, bin(BinaryOp::Multiply, x, bin(BinaryOp::Add, c(1), er)), c(2));
+    store(k, d, map_of({1}), r);
+    std::string ir = cpu::Jit::instance().optimized_ir(k);
+    bool wide =
+        ir.find("<16 x float>") != std::string::npos || ir.find("<8 x float>") != std::string::npos;
+    EXPECT_TRUE(wide) << d << "\n" << ir;
+    EXPECT_EQ(ir.find("@erf"), std::string::npos) << d;
+    EXPECT_EQ(ir.find("call half"), std::string::npos) << d;
+    EXPECT_EQ(ir.find("hf2"), std::string::npos) << d;
+  }
 }
 
 // ---- cache, pool, matmul, public API -------------------------------------------------------
@@ -1008,6 +998,7 @@ TEST(DiskCache, SecondLoadSkipsLlvmAndCorruptEntriesAreRebuilt) {
   expect_adds(k, constant);
   cpu::JitStats s1 = jit.stats();
   EXPECT_EQ(s1.compiled, s0.compiled + 1);
+  jit.flush_disk_cache();  // entries are written in the background
   auto files = [&] {
     std::vector<std::filesystem::path> f;
     for (auto& e : std::filesystem::directory_iterator(dir + "/cpu")) f.push_back(e.path());
@@ -1031,6 +1022,7 @@ TEST(DiskCache, SecondLoadSkipsLlvmAndCorruptEntriesAreRebuilt) {
   // Corruptions: a flipped payload byte, a truncated file, a wrong header. Each is detected,
   // rebuilt (LLVM runs again) and the rebuilt entry is valid.
   auto corrupt = [&](const std::function<void(std::string&)>& damage) {
+    jit.flush_disk_cache();
     std::string bytes;
     {
       std::ifstream f(entry, std::ios::binary);
@@ -1052,6 +1044,88 @@ TEST(DiskCache, SecondLoadSkipsLlvmAndCorruptEntriesAreRebuilt) {
   corrupt([](std::string& b) { b.resize(b.size() / 2); });
   corrupt([](std::string& b) { b[0] = 'X'; });
   corrupt([](std::string& b) { b.resize(10); });
+  jit.flush_disk_cache();
+  setenv("KILN_CACHE_DIR", g_cache_dir.c_str(), 1);
+  std::filesystem::remove_all(dir);
+}
+
+// An entry that is a directory (or anything unreadable) is a miss: the kernel still compiles,
+// and nothing escapes as an exception.
+TEST(DiskCache, UnreadableEntriesAreMisses) {
+  std::string dir = g_cache_dir + "_dirent";
+  setenv("KILN_CACHE_DIR", dir.c_str(), 1);
+  float constant = static_cast<float>(::getpid() % 1000) + 0.75f;
+  Kernel k = add_constant_kernel(constant);
+  cpu::Jit& jit = cpu::Jit::instance();
+  expect_adds(k, constant);
+  jit.flush_disk_cache();
+  std::filesystem::path entry;
+  for (auto& e : std::filesystem::directory_iterator(dir + "/cpu")) entry = e.path();
+  ASSERT_FALSE(entry.empty());
+  std::filesystem::remove(entry);
+  std::filesystem::create_directories(entry / "inside");
+  jit.clear_memory_cache();
+  cpu::JitStats before = jit.stats();
+  expect_adds(k, constant);
+  EXPECT_EQ(jit.stats().compiled, before.compiled + 1);
+  EXPECT_EQ(jit.stats().disk_rejected, before.disk_rejected + 1);
+  cpu::DiskCache dc("env");
+  EXPECT_EQ(dc.load(1, "k").status, cpu::DiskCache::Status::Missing);
+  setenv("KILN_CACHE_DIR", g_cache_dir.c_str(), 1);
+  std::filesystem::remove_all(dir);
+}
+
+// Two different kernels forced under one cache key: each runs its own code, from memory and
+// from disk (a 64-bit hash collision cannot run the wrong kernel).
+TEST(DiskCache, HashCollisionsNeverRunTheWrongKernel) {
+  std::string dir = g_cache_dir + "_collide";
+  setenv("KILN_CACHE_DIR", dir.c_str(), 1);
+  Kernel a = add_constant_kernel(1.5f), b = add_constant_kernel(2.5f);
+  ASSERT_FALSE(a == b);
+  cpu::Jit& jit = cpu::Jit::instance();
+  uint64_t key = 0x5eed5eed5eed5eedULL ^ static_cast<uint64_t>(::getpid());
+  auto run_fn = [](cpu::KernelFn fn) {
+    std::vector<float> in(100, 1.0f), out(100, 0.0f);
+    void* bufs[2] = {in.data(), out.data()};
+    fn(bufs, nullptr, 0, 100);
+    return out[3];
+  };
+  cpu::JitCodePtr ca = jit.get(cpu::merge_axes(a), key);
+  cpu::JitCodePtr cb = jit.get(cpu::merge_axes(b), key);
+  EXPECT_EQ(run_fn(ca->fn()), 2.5f);
+  EXPECT_EQ(run_fn(cb->fn()), 3.5f);
+  jit.flush_disk_cache();
+  jit.clear_memory_cache();
+  ca.reset(), cb.reset();
+  EXPECT_EQ(run_fn(jit.get(cpu::merge_axes(b), key)->fn()), 3.5f);  // from disk: b's entry
+  EXPECT_EQ(run_fn(jit.get(cpu::merge_axes(a), key)->fn()), 2.5f);
+  jit.flush_disk_cache();
+  setenv("KILN_CACHE_DIR", g_cache_dir.c_str(), 1);
+  std::filesystem::remove_all(dir);
+}
+
+// A cache folder writable by others is refused (with a warning): kernels still run, from memory.
+TEST(DiskCache, FoldersOthersCanWriteAreRefused) {
+  std::string dir = g_cache_dir + "_open";
+  std::filesystem::create_directories(dir + "/cpu");
+  std::filesystem::permissions(dir + "/cpu", std::filesystem::perms::all);
+  setenv("KILN_CACHE_DIR", dir.c_str(), 1);
+  EXPECT_EQ(cpu::DiskCache::directory(), "");
+  float constant = static_cast<float>(::getpid() % 1000) + 0.125f;
+  expect_adds(add_constant_kernel(constant), constant);
+  cpu::Jit::instance().flush_disk_cache();
+  EXPECT_TRUE(std::filesystem::is_empty(dir + "/cpu"));
+  // The default without HOME is a folder of this user's own, created private.
+  unsetenv("KILN_CACHE_DIR");
+  std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
+  unsetenv("HOME");
+  unsetenv("XDG_CACHE_HOME");
+  std::string d = cpu::DiskCache::directory();
+  EXPECT_EQ(d, "/tmp/kiln-" + std::to_string(::geteuid()) + "/cpu");
+  auto p = std::filesystem::status("/tmp/kiln-" + std::to_string(::geteuid())).permissions();
+  EXPECT_EQ(p & (std::filesystem::perms::group_write | std::filesystem::perms::others_write),
+            std::filesystem::perms::none);
+  if (!home.empty()) setenv("HOME", home.c_str(), 1);
   setenv("KILN_CACHE_DIR", g_cache_dir.c_str(), 1);
   std::filesystem::remove_all(dir);
 }
@@ -1106,6 +1180,14 @@ TEST(CpuBackend, MatmulWithBatchBroadcasting) {
   expect_same_matmul<double>(float64, {4, 17, 33}, {33, 9}, 1e-12);
   expect_same_matmul<int32_t>(int32, {3, 1, 5, 7}, {1, 4, 7, 2}, 0);
   expect_same_matmul<int64_t>(int64, {6, 5}, {2, 5, 3}, 0);
+  // Small integer values: every product and sum is exact in float32, so the 16-bit results are
+  // the same rounding of the same exact value on both backends.
+  expect_same_matmul<float>(float16, {2, 3, 40}, {40, 6}, 0);
+  expect_same_matmul<float>(bfloat16, {3, 1, 5, 33}, {1, 4, 33, 2}, 0);
+  expect_same_matmul<int8_t>(int8, {3, 9, 7}, {7, 4}, 0);
+  expect_same_matmul<int64_t>(uint8, {5, 7}, {7, 3}, 0);
+  expect_same_matmul<int64_t>(uint32, {2, 5, 7}, {7, 3}, 0);
+  expect_same_matmul<uint64_t>(uint64, {5, 7}, {2, 7, 3}, 0);
   expect_same_matmul<float>(float32, {3, 0}, {0, 4}, 0);  // k == 0: zeros
 }
 

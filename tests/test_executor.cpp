@@ -153,7 +153,7 @@ TEST(Executor, ConcurrentCallsOfOnePlan) {
   p.finalize();
   std::vector<std::thread> threads;
   for (int k = 0; k < 4; ++k)
-    threads.emplace_back([&, k] {
+    threads.emplace_back([&] {
       // Each thread on its own stream so the calls really overlap.
       StreamScope s(new_stream(device("reference")));
       for (int r = 0; r < 50; ++r) execute(p, {});

@@ -3,10 +3,24 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
+#include <unistd.h>
 
+#include <cmath>
+#include <cstddef>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KILN_TEST_ASAN 1
+#endif
+#elif defined(__SANITIZE_ADDRESS__)
+#define KILN_TEST_ASAN 1
+#endif
+#ifdef KILN_TEST_ASAN
+#include <sanitizer/allocator_interface.h>
+#endif
 
 #include "kiln.h"
 
@@ -24,6 +38,20 @@ void expect_error(F&& f, const std::vector<std::string>& parts) {
     for (const auto& p : parts)
       EXPECT_NE(msg.find(p), std::string::npos) << "message '" << msg << "' lacks '" << p << "'";
   }
+}
+
+// Memory the process holds, for tests that check memory is given back: the resident set size;
+// under AddressSanitizer (make sanitize) the bytes in live heap blocks instead, since ASan keeps
+// freed blocks resident in its quarantine and RSS there grows with everything freed.
+inline size_t memory_in_use_bytes() {
+#ifdef KILN_TEST_ASAN
+  return __sanitizer_get_current_allocated_bytes();
+#else
+  std::ifstream in("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  in >> pages >> resident;
+  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+#endif
 }
 
 template <typename T>

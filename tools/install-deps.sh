@@ -9,9 +9,12 @@ packages=(
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers opencl-c-headers opencl-clhpp-headers clinfo
   mesa-vulkan-drivers libvulkan-dev vulkan-tools vulkan-validationlayers
   glslang-dev glslang-tools spirv-tools
-  libopenblas-dev libclblast-dev
+  libopenblas-dev libdnnl-dev libclblast-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev ccache
   python3-numpy clang-format
+  # The checks in .ci/run: clang-15's omp.h (onednn_matmul.cpp in the clang sanitizer builds;
+  # Kiln still links GCC's libgomp) and dpkg-dev's dpkg-source (tools/build-tsan-tbb.sh).
+  libomp-15-dev dpkg-dev
 )
 
 missing=()

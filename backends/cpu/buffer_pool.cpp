@@ -72,9 +72,7 @@ BufferPool::BufferPool(size_t max_cached_bytes) : s_(std::make_unique<State>()) 
   s_->max_cached = max_cached_bytes;
 }
 
-BufferPool::~BufferPool() {
-  trim();
-}
+BufferPool::~BufferPool() { trim(); }
 
 BufferPool::Block BufferPool::take(size_t bytes) {
   size_t cap = capacity_for(bytes);

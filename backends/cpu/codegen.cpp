@@ -10,7 +10,9 @@
 #include <map>
 
 #include "backends/cpu/vector_math.h"
+#include "graph/element.h"
 #include "graph/error.h"
+#include "graph/random.h"
 
 namespace kiln::cpu {
 
@@ -43,26 +45,71 @@ class Codegen {
 
  private:
   // ---- types and constants -------------------------------------------------------------
-  Type* reg_type(Dtype d) {  // how a value lives in registers
+  // How a value lives in registers. float16 and bfloat16 values live in float32 registers as
+  // float32 values (scalar_ops.h): they are rounded to their type only by a store or a cast.
+  Type* reg_type(Dtype d) {
     switch (d.kind) {
-      case Dtype::Kind::Bool:
-        return b_.getInt1Ty();
+      case Dtype::Kind::Bool: return b_.getInt1Ty();
+      case Dtype::Kind::Int8:
+      case Dtype::Kind::UInt8: return b_.getInt8Ty();
       case Dtype::Kind::Int32:
-        return b_.getInt32Ty();
+      case Dtype::Kind::UInt32: return b_.getInt32Ty();
       case Dtype::Kind::Int64:
-        return b_.getInt64Ty();
-      case Dtype::Kind::Float32:
-        return b_.getFloatTy();
-      case Dtype::Kind::Float64:
-        return b_.getDoubleTy();
+      case Dtype::Kind::UInt64: return b_.getInt64Ty();
+      case Dtype::Kind::Float16:
+      case Dtype::Kind::BFloat16:
+      case Dtype::Kind::Float32: return b_.getFloatTy();
+      case Dtype::Kind::Float64: return b_.getDoubleTy();
     }
     return nullptr;
   }
-  Type* mem_type(Dtype d) { return d.is_bool() ? b_.getInt8Ty() : reg_type(d); }
+  // How it lives in memory: bool as a byte, float16 as LLVM half (converted with fpext/fptrunc:
+  // F16C on x86), bfloat16 as its 16 bits (converted with integer ops, which every target has).
+  Type* mem_type(Dtype d) {
+    if (d.is_bool()) return b_.getInt8Ty();
+    if (d == float16) return b_.getHalfTy();
+    if (d == bfloat16) return b_.getInt16Ty();
+    return reg_type(d);
+  }
+  // The float type a float value's register holds (float32 for the 16-bit types).
+  Dtype compute_type(Dtype d) { return d.is_half() ? float32 : d; }
   llvm::Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
   llvm::Value* fconst(Dtype d, double v) { return llvm::ConstantFP::get(reg_type(d), v); }
-  llvm::Value* iconst(Dtype d, int64_t v) {
-    return llvm::ConstantInt::get(reg_type(d), static_cast<uint64_t>(v), true);
+  llvm::Value* iconst(Dtype d, int64_t v) {  // the low bits of v (ints wrap to their width)
+    return llvm::ConstantInt::get(reg_type(d), static_cast<uint64_t>(v), false);
+  }
+
+  // A float32 register value rounded to float16 / bfloat16 (round to nearest even), kept in
+  // float32; other dtypes unchanged. bfloat16 rounds on the bits as graph/float16.h does.
+  llvm::Value* round16(llvm::Value* x, Dtype d) {
+    if (d == float16) return b_.CreateFPExt(b_.CreateFPTrunc(x, b_.getHalfTy()), b_.getFloatTy());
+    if (d != bfloat16) return x;
+    Type* i32 = b_.getInt32Ty();
+    llvm::Value* u = b_.CreateBitCast(x, i32);
+    llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(u, 16), b_.getInt32(1));
+    llvm::Value* up = b_.CreateAdd(u, b_.CreateAdd(lsb, b_.getInt32(0x7fff)));
+    llvm::Value* quiet = b_.CreateOr(u, b_.getInt32(0x400000));  // NaN stays NaN
+    llvm::Value* r = b_.CreateSelect(b_.CreateFCmpUNO(x, x), quiet, up);
+    return b_.CreateBitCast(b_.CreateAnd(r, b_.getInt32(0xffff0000u)), b_.getFloatTy());
+  }
+
+  llvm::Value* load_elem(Dtype d, llvm::Value* ptr) {
+    llvm::Value* x = b_.CreateLoad(mem_type(d), ptr);
+    if (d.is_bool()) return b_.CreateICmpNE(x, b_.getInt8(0));
+    if (d == float16) return b_.CreateFPExt(x, b_.getFloatTy());
+    if (d == bfloat16)
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(x, b_.getInt32Ty()), 16), b_.getFloatTy());
+    return x;
+  }
+
+  // Stores narrow 16-bit floats from float32 (round to nearest even).
+  void store_elem(Dtype d, llvm::Value* v, llvm::Value* ptr) {
+    if (d.is_bool()) v = b_.CreateZExt(v, b_.getInt8Ty());
+    if (d == float16) v = b_.CreateFPTrunc(v, b_.getHalfTy());
+    if (d == bfloat16)
+      v = b_.CreateTrunc(b_.CreateLShr(b_.CreateBitCast(round16(v, d), b_.getInt32Ty()), 16),
+                         b_.getInt16Ty());
+    b_.CreateStore(v, ptr);
   }
 
   // ---- function skeleton -----------------------------------------------------------------
@@ -100,17 +147,7 @@ class Codegen {
       llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getInt8PtrTy(), bufs, i);
       buf_ptrs_.push_back(b_.CreateLoad(b_.getInt8PtrTy(), slot));
     }
-    int max_param = -1;
-    auto see = [&](const Dim& d) { max_param = std::max(max_param, static_cast<int>(d.param)); };
-    for (const Dim& d : k_.domain) see(d);
-    auto see_map = [&](const IndexMap& m) {
-      for (const Dim& d : m.strides) see(d);
-      see(m.offset);
-    };
-    for (const KernelBuffer& b : k_.buffers) see_map(b.map);
-    for (const Value& v : k_.body)
-      if (v.kind == ValueKind::Index) see_map(v.map);
-    for (int p = 0; p <= max_param; ++p) {
+    for (int p = 0; p < k_.num_params(); ++p) {
       llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), params, p);
       params_.push_back(b_.CreateLoad(b_.getInt64Ty(), slot));
     }
@@ -219,9 +256,7 @@ class Codegen {
   void emit_stores() {
     for (const Store& s : k_.stores) {
       const KernelBuffer& buf = k_.buffers[s.buffer];
-      llvm::Value* v = vals_[s.value];
-      if (buf.dtype.is_bool()) v = b_.CreateZExt(v, b_.getInt8Ty());
-      b_.CreateStore(v, element_ptr(s.buffer));
+      store_elem(buf.dtype, vals_[s.value], element_ptr(s.buffer));
     }
   }
 
@@ -247,40 +282,48 @@ class Codegen {
     const Value& v = k_.body[i];
     switch (v.kind) {
       case ValueKind::Load: {
-        Dtype d = k_.buffers[v.buffer].dtype;
-        llvm::Value* x = b_.CreateLoad(mem_type(d), element_ptr(v.buffer));
-        return d.is_bool() ? b_.CreateICmpNE(x, b_.getInt8(0)) : x;
+        return load_elem(k_.buffers[v.buffer].dtype, element_ptr(v.buffer));
       }
-      case ValueKind::Constant:
-        return constant(v);
-      case ValueKind::Index:
-        return address(v.map);
-      case ValueKind::Unary:
-        return unary(v.unary, vals_[v.a], v.dtype);
+      case ValueKind::Constant: return constant(v);
+      case ValueKind::Index: return address(v.map);
+      case ValueKind::Unary: return unary(v.unary, vals_[v.a], v.dtype);
       case ValueKind::Binary:
+        if (v.binary == BinaryOp::Power && is_immediate_two(k_.body[v.b]))  // kernel_ir.h
+          return v.dtype.is_float() ? b_.CreateFMul(vals_[v.a], vals_[v.a])
+                                    : b_.CreateMul(vals_[v.a], vals_[v.a]);
         return binary(v.binary, vals_[v.a], vals_[v.b], k_.body[v.a].dtype, v.dtype);
       case ValueKind::Select:
         return b_.CreateSelect(to_bool(vals_[v.a], k_.body[v.a].dtype), vals_[v.b], vals_[v.c]);
-      case ValueKind::Cast:
-        return cast(vals_[v.a], k_.body[v.a].dtype, v.dtype);
-      case ValueKind::Random:
-        return random(v, vals_[v.a], k_.body[v.a].dtype);
-      case ValueKind::Reduce:
-        return vals_[i];  // set by emit_reduction
+      case ValueKind::Cast: return cast(vals_[v.a], k_.body[v.a].dtype, v.dtype);
+      case ValueKind::Random: return random(v, vals_[v.a], k_.body[v.a].dtype);
+      case ValueKind::Reduce: return vals_[i];  // set by emit_reduction
     }
     return nullptr;
   }
 
   llvm::Value* constant(const Value& v) {
+    if (v.param >= 0) return launch_scalar(params_[v.param], v.dtype);
     const Scalar& c = v.constant;
     if (v.dtype.is_float()) {
       double f = c.dtype.is_float() ? c.f : static_cast<double>(c.i);
-      if (v.dtype == float32) f = static_cast<float>(f);
+      f = scalar::round_to(f, v.dtype);
       return fconst(v.dtype, f);
     }
     int64_t i = c.dtype.is_float() ? static_cast<int64_t>(c.f) : c.i;
     if (v.dtype.is_bool()) return b_.getInt1(i != 0);
     return iconst(v.dtype, i);
+  }
+
+  static bool is_immediate_two(const Value& v) {
+    return v.kind == ValueKind::Constant && v.param < 0 && v.constant.as_double() == 2.0;
+  }
+
+  // A params word (launch_word) as a value of dtype d: floats travel as double bits.
+  llvm::Value* launch_scalar(llvm::Value* word, Dtype d) {
+    if (d.is_bool()) return b_.CreateICmpNE(word, b_.getInt64(0));
+    if (!d.is_float()) return b_.CreateTrunc(word, reg_type(d));
+    llvm::Value* f = b_.CreateBitCast(word, b_.getDoubleTy());
+    return d == float64 ? f : b_.CreateFPTrunc(f, reg_type(d));
   }
 
   llvm::Value* to_bool(llvm::Value* x, Dtype d) {
@@ -307,51 +350,37 @@ class Codegen {
     llvm::Value* zero = llvm::ConstantInt::get(a->getType(), 0);
     llvm::Value* r = a;
     switch (op) {
-      case UnaryOp::Negative:
-        r = b_.CreateSub(zero, a);
-        break;
+      case UnaryOp::Negative: r = b_.CreateSub(zero, a); break;
       case UnaryOp::Abs:
-        r = b_.CreateSelect(b_.CreateICmpSLT(a, zero), b_.CreateSub(zero, a), a);
+        if (!d.is_unsigned())
+          r = b_.CreateSelect(b_.CreateICmpSLT(a, zero), b_.CreateSub(zero, a), a);
         break;
-      case UnaryOp::LogicalNot:
-        r = b_.CreateZExt(b_.CreateICmpEQ(a, zero), a->getType());
-        break;
-      default:
-        break;  // floor/ceil of an integer is the integer
+      case UnaryOp::LogicalNot: r = b_.CreateZExt(b_.CreateICmpEQ(a, zero), a->getType()); break;
+      default: break;  // floor/ceil of an integer is the integer
     }
     return d.is_bool() ? b_.CreateICmpNE(r, zero) : r;
   }
 
+  // 16-bit float types compute as float32 (their register type).
   llvm::Value* unary_float(UnaryOp op, llvm::Value* x, Dtype d) {
-    bool f32 = d == float32;
+    bool f32 = reg_type(d)->isFloatTy();
     switch (op) {
-      case UnaryOp::Negative:
-        return b_.CreateFNeg(x);
-      case UnaryOp::Abs:
-        return intrinsic(llvm::Intrinsic::fabs, x);
-      case UnaryOp::Sqrt:
-        return intrinsic(llvm::Intrinsic::sqrt, x);
+      case UnaryOp::Negative: return b_.CreateFNeg(x);
+      case UnaryOp::Abs: return intrinsic(llvm::Intrinsic::fabs, x);
+      case UnaryOp::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, x);
       case UnaryOp::Rsqrt:
         return f32 ? vmath::rsqrt_f32(b_, x)
                    : b_.CreateFDiv(fconst(d, 1.0), intrinsic(llvm::Intrinsic::sqrt, x));
-      case UnaryOp::Floor:
-        return intrinsic(llvm::Intrinsic::floor, x);
-      case UnaryOp::Ceil:
-        return intrinsic(llvm::Intrinsic::ceil, x);
+      case UnaryOp::Floor: return intrinsic(llvm::Intrinsic::floor, x);
+      case UnaryOp::Ceil: return intrinsic(llvm::Intrinsic::ceil, x);
       case UnaryOp::LogicalNot:
         return b_.CreateSelect(b_.CreateFCmpOEQ(x, fconst(d, 0)), fconst(d, 1), fconst(d, 0));
-      case UnaryOp::Exp:
-        return f32 ? vmath::exp_f32(b_, x) : libm("exp", {x});
-      case UnaryOp::Log:
-        return f32 ? vmath::log_f32(b_, x) : libm("log", {x});
-      case UnaryOp::Sin:
-        return f32 ? vmath::sin_f32(b_, x) : libm("sin", {x});
-      case UnaryOp::Cos:
-        return f32 ? vmath::cos_f32(b_, x) : libm("cos", {x});
-      case UnaryOp::Tanh:
-        return f32 ? vmath::tanh_f32(b_, x) : libm("tanh", {x});
-      case UnaryOp::Erf:
-        return f32 ? vmath::erf_f32(b_, x) : libm("erf", {x});
+      case UnaryOp::Exp: return f32 ? vmath::exp_f32(b_, x) : libm("exp", {x});
+      case UnaryOp::Log: return f32 ? vmath::log_f32(b_, x) : libm("log", {x});
+      case UnaryOp::Sin: return f32 ? vmath::sin_f32(b_, x) : libm("sin", {x});
+      case UnaryOp::Cos: return f32 ? vmath::cos_f32(b_, x) : libm("cos", {x});
+      case UnaryOp::Tanh: return f32 ? vmath::tanh_f32(b_, x) : libm("tanh", {x});
+      case UnaryOp::Erf: return f32 ? vmath::erf_f32(b_, x) : libm("erf", {x});
       case UnaryOp::Sigmoid:
         if (f32) return vmath::sigmoid_f32(b_, x);
         return b_.CreateFDiv(fconst(d, 1),
@@ -369,17 +398,20 @@ class Codegen {
     Type* t = a->getType();
     llvm::Value* zero = llvm::ConstantInt::get(t, 0);
     llvm::Value* r = nullptr;
+    bool uns = d.is_unsigned();
+    using P = llvm::CmpInst::Predicate;
+    auto cmp = [&](P sp, P up) { return b_.CreateICmp(uns ? up : sp, a, c); };
     switch (op) {
-      case BinaryOp::Add:
-        r = b_.CreateAdd(a, c);
-        break;
-      case BinaryOp::Subtract:
-        r = b_.CreateSub(a, c);
-        break;
-      case BinaryOp::Multiply:
-        r = b_.CreateMul(a, c);
-        break;
+      case BinaryOp::Add: r = b_.CreateAdd(a, c); break;
+      case BinaryOp::Subtract: r = b_.CreateSub(a, c); break;
+      case BinaryOp::Multiply: r = b_.CreateMul(a, c); break;
       case BinaryOp::Divide: {
+        if (uns) {  // b == 0 gives 0 (scalar_ops)
+          llvm::Value* z = b_.CreateICmpEQ(c, zero);
+          r = b_.CreateSelect(
+              z, zero, b_.CreateUDiv(a, b_.CreateSelect(z, llvm::ConstantInt::get(t, 1), c)));
+          break;
+        }
         // b == 0 gives 0 (scalar_ops); b == -1 is negation, so INT_MIN / -1 wraps, never traps.
         llvm::Value* minus1 = llvm::ConstantInt::get(t, -1, true);
         llvm::Value* special = b_.CreateOr(b_.CreateICmpEQ(c, zero), b_.CreateICmpEQ(c, minus1));
@@ -389,29 +421,21 @@ class Codegen {
         r = b_.CreateSelect(special, s, q);
         break;
       }
-      case BinaryOp::Power:
-        r = b_.CreateCall(ipow(),
-                          {b_.CreateSExt(a, b_.getInt64Ty()), b_.CreateSExt(c, b_.getInt64Ty())});
-        r = b_.CreateTrunc(r, t);
+      case BinaryOp::Power: {
+        Type* i64t = b_.getInt64Ty();
+        llvm::Value* base = uns ? b_.CreateZExt(a, i64t) : b_.CreateSExt(a, i64t);
+        llvm::Value* e = uns ? b_.CreateZExt(c, i64t) : b_.CreateSExt(c, i64t);
+        r = b_.CreateTrunc(b_.CreateCall(ipow(), {base, e, b_.getInt1(!uns)}), t);
         break;
-      case BinaryOp::Maximum:
-        r = b_.CreateSelect(b_.CreateICmpSGT(a, c), a, c);
-        break;
-      case BinaryOp::Minimum:
-        r = b_.CreateSelect(b_.CreateICmpSLT(a, c), a, c);
-        break;
-      case BinaryOp::Equal:
-        return b_.CreateICmpEQ(a, c);
-      case BinaryOp::NotEqual:
-        return b_.CreateICmpNE(a, c);
-      case BinaryOp::Less:
-        return b_.CreateICmpSLT(a, c);
-      case BinaryOp::LessEqual:
-        return b_.CreateICmpSLE(a, c);
-      case BinaryOp::Greater:
-        return b_.CreateICmpSGT(a, c);
-      case BinaryOp::GreaterEqual:
-        return b_.CreateICmpSGE(a, c);
+      }
+      case BinaryOp::Maximum: r = b_.CreateSelect(cmp(P::ICMP_SGT, P::ICMP_UGT), a, c); break;
+      case BinaryOp::Minimum: r = b_.CreateSelect(cmp(P::ICMP_SLT, P::ICMP_ULT), a, c); break;
+      case BinaryOp::Equal: return b_.CreateICmpEQ(a, c);
+      case BinaryOp::NotEqual: return b_.CreateICmpNE(a, c);
+      case BinaryOp::Less: return cmp(P::ICMP_SLT, P::ICMP_ULT);
+      case BinaryOp::LessEqual: return cmp(P::ICMP_SLE, P::ICMP_ULE);
+      case BinaryOp::Greater: return cmp(P::ICMP_SGT, P::ICMP_UGT);
+      case BinaryOp::GreaterEqual: return cmp(P::ICMP_SGE, P::ICMP_UGE);
       case BinaryOp::LogicalAnd:
         return b_.CreateAnd(b_.CreateICmpNE(a, zero), b_.CreateICmpNE(c, zero));
       case BinaryOp::LogicalOr:
@@ -422,47 +446,36 @@ class Codegen {
   }
 
   llvm::Value* binary_float(BinaryOp op, llvm::Value* a, llvm::Value* c, Dtype d) {
+    bool f32 = reg_type(d)->isFloatTy();
     switch (op) {
-      case BinaryOp::Add:
-        return b_.CreateFAdd(a, c);
-      case BinaryOp::Subtract:
-        return b_.CreateFSub(a, c);
-      case BinaryOp::Multiply:
-        return b_.CreateFMul(a, c);
-      case BinaryOp::Divide:
-        return b_.CreateFDiv(a, c);
-      case BinaryOp::Power:
-        return d == float32 ? vmath::pow_f32(b_, a, c) : libm("pow", {a, c});
+      case BinaryOp::Add: return b_.CreateFAdd(a, c);
+      case BinaryOp::Subtract: return b_.CreateFSub(a, c);
+      case BinaryOp::Multiply: return b_.CreateFMul(a, c);
+      case BinaryOp::Divide: return b_.CreateFDiv(a, c);
+      case BinaryOp::Power: return f32 ? vmath::pow_f32(b_, a, c) : libm("pow", {a, c});
       case BinaryOp::Maximum:  // NaN in a or b propagates
         return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpUNO(a, a), b_.CreateFCmpOGT(a, c)), a, c);
       case BinaryOp::Minimum:
         return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpUNO(a, a), b_.CreateFCmpOLT(a, c)), a, c);
-      case BinaryOp::Equal:
-        return b_.CreateFCmpOEQ(a, c);
-      case BinaryOp::NotEqual:
-        return b_.CreateFCmpUNE(a, c);
-      case BinaryOp::Less:
-        return b_.CreateFCmpOLT(a, c);
-      case BinaryOp::LessEqual:
-        return b_.CreateFCmpOLE(a, c);
-      case BinaryOp::Greater:
-        return b_.CreateFCmpOGT(a, c);
-      case BinaryOp::GreaterEqual:
-        return b_.CreateFCmpOGE(a, c);
-      case BinaryOp::LogicalAnd:
-        return b_.CreateAnd(to_bool(a, d), to_bool(c, d));
-      case BinaryOp::LogicalOr:
-        return b_.CreateOr(to_bool(a, d), to_bool(c, d));
+      case BinaryOp::Equal: return b_.CreateFCmpOEQ(a, c);
+      case BinaryOp::NotEqual: return b_.CreateFCmpUNE(a, c);
+      case BinaryOp::Less: return b_.CreateFCmpOLT(a, c);
+      case BinaryOp::LessEqual: return b_.CreateFCmpOLE(a, c);
+      case BinaryOp::Greater: return b_.CreateFCmpOGT(a, c);
+      case BinaryOp::GreaterEqual: return b_.CreateFCmpOGE(a, c);
+      case BinaryOp::LogicalAnd: return b_.CreateAnd(to_bool(a, d), to_bool(c, d));
+      case BinaryOp::LogicalOr: return b_.CreateOr(to_bool(a, d), to_bool(c, d));
     }
     return a;
   }
 
   // scalar::int_power as an internal function: a loop by squaring, negative exponents per the
-  // oracle (1 for base 1, +-1 for base -1, else 0). Wrap-around multiplication.
+  // oracle (1 for base 1, +-1 for base -1, else 0) when the third argument says the exponent is
+  // signed. Wrap-around multiplication.
   llvm::Function* ipow() {
     if (ipow_) return ipow_;
     Type* t = b_.getInt64Ty();
-    auto* fty = llvm::FunctionType::get(t, {t, t}, false);
+    auto* fty = llvm::FunctionType::get(t, {t, t, b_.getInt1Ty()}, false);
     ipow_ = llvm::Function::Create(fty, llvm::Function::InternalLinkage, "kiln_ipow", *mod_);
     ipow_->addFnAttr(llvm::Attribute::NoUnwind);
     IRBuilder<> b(ctx_);
@@ -474,7 +487,7 @@ class Codegen {
     llvm::Value* base = ipow_->getArg(0);
     llvm::Value* e = ipow_->getArg(1);
     b.SetInsertPoint(entry);
-    b.CreateCondBr(b.CreateICmpSLT(e, b.getInt64(0)), neg, head);
+    b.CreateCondBr(b.CreateAnd(ipow_->getArg(2), b.CreateICmpSLT(e, b.getInt64(0))), neg, head);
     b.SetInsertPoint(neg);
     llvm::Value* odd = b.CreateICmpNE(b.CreateAnd(e, 1), b.getInt64(0));
     llvm::Value* m1 = b.CreateSelect(odd, b.getInt64(-1), b.getInt64(1));
@@ -499,49 +512,58 @@ class Codegen {
     return ipow_;
   }
 
-  // scalar::cast: saturating float->int (NaN -> 0), x->bool is x != 0, int64->float32 through
-  // double (the oracle rounds twice).
+  // scalar::cast: saturating float->int (NaN -> 0), x->bool is x != 0, 64-bit int->float32
+  // through double (the oracle rounds twice), 16-bit floats rounded from float32.
   llvm::Value* cast(llvm::Value* x, Dtype from, Dtype to) {
     if (from == to) return x;
     Type* t = reg_type(to);
     if (to.is_bool()) return to_bool(x, from);
-    if (to.is_float()) {
-      if (from.is_float()) return to == float32 ? b_.CreateFPTrunc(x, t) : b_.CreateFPExt(x, t);
-      if (from.is_bool()) return b_.CreateUIToFP(x, t);
-      if (from == int64 && to == float32)
-        return b_.CreateFPTrunc(b_.CreateSIToFP(x, b_.getDoubleTy()), t);
-      return b_.CreateSIToFP(x, t);
+    if (to.is_float()) return round16(cast_to_float(x, from, reg_type(compute_type(to))), to);
+    if (from.is_float()) {
+      auto id = to.is_unsigned() ? llvm::Intrinsic::fptoui_sat : llvm::Intrinsic::fptosi_sat;
+      return b_.CreateIntrinsic(id, {t, x->getType()}, {x});
     }
-    if (from.is_float())
-      return b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {t, x->getType()}, {x});
-    if (from.is_bool()) return b_.CreateZExt(x, t);
+    if (from.is_bool() || from.is_unsigned()) return b_.CreateZExtOrTrunc(x, t);
     return b_.CreateSExtOrTrunc(x, t);
+  }
+
+  // x (of dtype from) as a float or double register value `t`.
+  llvm::Value* cast_to_float(llvm::Value* x, Dtype from, Type* t) {
+    if (from.is_float()) {
+      if (x->getType() == t) return x;
+      return t->isFloatTy() ? b_.CreateFPTrunc(x, t) : b_.CreateFPExt(x, t);
+    }
+    bool uns = from.is_bool() || from.is_unsigned();
+    auto to_fp = [&](Type* ft) { return uns ? b_.CreateUIToFP(x, ft) : b_.CreateSIToFP(x, ft); };
+    if (from.size() == 8 && t->isFloatTy()) return b_.CreateFPTrunc(to_fp(b_.getDoubleTy()), t);
+    return to_fp(t);
   }
 
   // ---- random ------------------------------------------------------------------------------
   // random::bits(key, c) = mix(key + (c + 1) * golden), mix = SplitMix64's finaliser.
-  llvm::Value* bits(uint64_t key, llvm::Value* c) {
+  llvm::Value* bits(llvm::Value* key, llvm::Value* c) {
     llvm::Value* z = b_.CreateAdd(
-        b_.getInt64(key),
-        b_.CreateMul(b_.CreateAdd(c, b_.getInt64(1)), b_.getInt64(0x9e3779b97f4a7c15ULL)));
+        key, b_.CreateMul(b_.CreateAdd(c, b_.getInt64(1)), b_.getInt64(0x9e3779b97f4a7c15ULL)));
     z = b_.CreateMul(b_.CreateXor(z, b_.CreateLShr(z, 30)), b_.getInt64(0xbf58476d1ce4e5b9ULL));
     z = b_.CreateMul(b_.CreateXor(z, b_.CreateLShr(z, 27)), b_.getInt64(0x94d049bb133111ebULL));
     return b_.CreateXor(z, b_.CreateLShr(z, 31));
   }
 
-  // random::unit_from_bits in the draw's dtype (exact: 24 or 53 bits times a power of two).
+  // random::unit_from_bits in the draw's dtype (exact: its significand digits times 2^-p).
   llvm::Value* unit(llvm::Value* bits, Dtype d) {
-    bool f64 = d == float64;
-    llvm::Value* m = b_.CreateLShr(bits, f64 ? 11 : 40);
-    return b_.CreateFMul(b_.CreateUIToFP(m, reg_type(d)), fconst(d, f64 ? 0x1.0p-53 : 0x1.0p-24));
+    int p = random::unit_digits(d);
+    llvm::Value* m = b_.CreateLShr(bits, 64 - p);
+    return b_.CreateFMul(b_.CreateUIToFP(m, reg_type(d)), fconst(d, std::ldexp(1.0, -p)));
   }
 
   llvm::Value* random(const Value& v, llvm::Value* counter, Dtype cd) {
     llvm::Value* c = cast(counter, cd, int64);
-    if (v.dist == RandomDist::Uniform) return unit(bits(v.key, c), v.dtype);
+    llvm::Value* key = v.param >= 0 ? params_[v.param] : b_.getInt64(v.key);
+    if (v.dist == RandomDist::Uniform) return unit(bits(key, c), v.dtype);
     llvm::Value* c2 = b_.CreateShl(c, 1);
-    llvm::Value* u1 = unit(bits(v.key, c2), v.dtype);
-    llvm::Value* u2 = unit(bits(v.key, b_.CreateOr(c2, b_.getInt64(1))), v.dtype);
+    Dtype ud = random::normal_compute_dtype(v.dtype);
+    llvm::Value* u1 = unit(bits(key, c2), ud);
+    llvm::Value* u2 = unit(bits(key, b_.CreateOr(c2, b_.getInt64(1))), ud);
     llvm::Value* one_minus = b_.CreateFSub(fconst(v.dtype, 1), u1);  // exact
     if (v.dtype == float64) {                                        // libm, exactly as the oracle
       llvm::Value* r = intrinsic(llvm::Intrinsic::sqrt,
@@ -708,7 +730,8 @@ class Codegen {
       llvm::Value* empty = b_.CreateICmpEQ(b_.CreateLoad(b_.getInt64Ty(), s.pos), i64(0));
       result = b_.CreateSelect(empty, llvm::Constant::getNullValue(s.t), result);
     }
-    return cast(result, in, rv.dtype);
+    // A 16-bit float result stays a float32 value until stored (scalar_ops.h).
+    return cast(result, in, rv.dtype.is_half() && in != rv.dtype ? float32 : rv.dtype);
   }
 
   llvm::Value* reduce_init(ReduceOp op, Dtype in, Type* t) {
@@ -720,10 +743,10 @@ class Codegen {
       return llvm::ConstantFP::get(t, one ? 1.0 : 0.0);
     }
     if (in.is_bool()) return b_.getInt1(one || op == ReduceOp::Min);
-    int64_t lo =
-        in == int32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
-    int64_t hi =
-        in == int32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+    // The type's smallest and largest values: 0 and all ones unsigned, else 100..0 and 011..1.
+    int bits = static_cast<int>(in.size()) * 8;
+    int64_t lo = in.is_unsigned() ? 0 : static_cast<int64_t>(uint64_t{1} << (bits - 1));
+    int64_t hi = in.is_unsigned() ? -1 : static_cast<int64_t>((uint64_t{1} << (bits - 1)) - 1);
     if (op == ReduceOp::Max || op == ReduceOp::Argmax) return iconst(in, lo);
     if (op == ReduceOp::Min) return iconst(in, hi);
     return iconst(in, one ? 1 : 0);
@@ -738,7 +761,7 @@ class Codegen {
     llvm::Value* acc = b_.CreateLoad(ty, acc_ptr);
     llvm::Value* next = nullptr;
     if (in.is_float() && (op == ReduceOp::Sum || op == ReduceOp::Prod)) {
-      llvm::Value* xd = in == float32 ? b_.CreateFPExt(x, ty) : x;
+      llvm::Value* xd = x->getType() != ty ? b_.CreateFPExt(x, ty) : x;
       llvm::FastMathFlags fmf;
       fmf.setAllowReassoc();
       next = op == ReduceOp::Sum ? b_.CreateFAdd(acc, xd) : b_.CreateFMul(acc, xd);
@@ -770,7 +793,7 @@ class Codegen {
         llvm::Value* cmp =
             op == ReduceOp::Min ? b_.CreateFCmpOLT(x, acc) : b_.CreateFCmpOGT(x, acc);
         better = b_.CreateAnd(b_.CreateFCmpORD(acc, acc), b_.CreateOr(b_.CreateFCmpUNO(x, x), cmp));
-      } else if (in.is_bool()) {
+      } else if (in.is_bool() || in.is_unsigned()) {
         better = op == ReduceOp::Min ? b_.CreateICmpULT(x, acc) : b_.CreateICmpUGT(x, acc);
       } else {
         better = op == ReduceOp::Min ? b_.CreateICmpSLT(x, acc) : b_.CreateICmpSGT(x, acc);

@@ -10,6 +10,7 @@
 #include "backends/cpu/jit.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/split_reduce.h"
+#include "backends/launch_check.h"
 #include "graph/error.h"
 
 namespace kiln {
@@ -26,37 +27,21 @@ struct SplitLaunch {
 };
 
 struct CpuKernel : CompiledKernel {
+  // The JIT code of every launch below: holding it keeps the code loaded whatever the JIT's
+  // cache evicts.
+  std::vector<cpu::JitCodePtr> code;
+  Kernel ir;  // as compiled, to check every launch against
+  LaunchCheck check;
   Launch launch;
   std::optional<SplitLaunch> split;
   std::string name;
-  size_t nbuffers = 0;
-  int nparams = 0;  // launch must supply at least this many params
 };
-
-int params_needed(const Kernel& k) {
-  int n = 0;
-  auto see = [&](const Dim& d) { n = std::max(n, d.param + 1); };
-  auto see_map = [&](const IndexMap& m) {
-    for (const Dim& d : m.strides) see(d);
-    see(m.offset);
-  };
-  for (const Dim& d : k.domain) see(d);
-  for (const KernelBuffer& b : k.buffers) see_map(b.map);
-  for (const Value& v : k.body)
-    if (v.kind == ValueKind::Index) see_map(v.map);
-  return n;
-}
 
 class CpuQueue : public Queue {
  public:
   EventPtr enqueue_kernel(const CompiledKernel& ck, const KernelArgs& args) override {
     auto& k = static_cast<const CpuKernel&>(ck);
-    if (args.buffers.size() != k.nbuffers)
-      throw_error("cpu backend: kernel ", k.name, " takes ", k.nbuffers, " buffers, got ",
-                  args.buffers.size());
-    if (static_cast<int>(args.params.size()) < k.nparams)
-      throw_error("cpu backend: kernel ", k.name, " needs ", k.nparams, " runtime params, got ",
-                  args.params.size());
+    k.check(k.ir, args);
     std::vector<void*> ptrs;
     for (Buffer* b : args.buffers) {
       if (!b || !b->host_ptr())
@@ -64,19 +49,19 @@ class CpuQueue : public Queue {
       ptrs.push_back(b->host_ptr());
     }
     if (k.split) {
-      run_split(*k.split, ptrs);
+      run_split(*k.split, ptrs, args.params.data());
     } else {
       cpu::run_launch(k.launch, ptrs.data(), args.params.data());
     }
     return nullptr;
   }
   // Partials in parallel (each part is one TBB task), the tail and the combine inline.
-  static void run_split(const SplitLaunch& s, std::vector<void*> ptrs) {
+  static void run_split(const SplitLaunch& s, std::vector<void*> ptrs, const int64_t* params) {
     std::vector<double> scratch((s.scratch_bytes + 7) / 8);  // 8-byte aligned
     ptrs.push_back(scratch.data());
-    cpu::run_launch(s.part, ptrs.data(), nullptr);
-    if (s.tail) cpu::run_launch(*s.tail, ptrs.data(), nullptr);
-    cpu::run_launch(s.combine, ptrs.data(), nullptr);
+    cpu::run_launch(s.part, ptrs.data(), params);  // launch scalars; every Dim is constant
+    if (s.tail) cpu::run_launch(*s.tail, ptrs.data(), params);
+    cpu::run_launch(s.combine, ptrs.data(), params);
   }
 
   EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) override {
@@ -97,7 +82,8 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   std::vector<DeviceInfo> devices() override {
     std::string desc = cpu::host_description() + ", " +
-                       std::to_string(tbb::info::default_concurrency()) + " threads";
+                       std::to_string(tbb::info::default_concurrency()) + " threads; " +
+                       cpu::matmul_libraries();
     return {DeviceInfo{Device{"cpu", 0}, desc, true, ""}};
   }
   bool uses_host_memory() const override { return true; }
@@ -110,13 +96,11 @@ class CpuBackend : public Backend {
     k.validate();
     Kernel canon = cpu::merge_axes(k);
     auto ck = std::make_shared<CpuKernel>();
-    ck->launch.fn = cpu::Jit::instance().get(canon, k.hash());
-    ck->launch.domain = canon.domain;
-    ck->launch.kept = canon.kept_axes();
-    if (auto split = cpu::split_full_reduction(canon)) ck->split = compile_split(*split);
+    ck->launch = launch_of(canon, k.hash(), ck->code);
+    if (auto split = cpu::split_full_reduction(canon)) ck->split = compile_split(*split, ck->code);
+    ck->ir = k;
+    ck->check = LaunchCheck(k);
     ck->name = k.name;
-    ck->nbuffers = k.buffers.size();
-    ck->nparams = params_needed(k);
     return ck;
   }
   std::unique_ptr<Queue> create_queue(int device) override {
@@ -125,16 +109,21 @@ class CpuBackend : public Backend {
   }
 
  private:
-  static Launch launch_of(const Kernel& k) {
+  // `key` is the hash of the kernel as the user built it (merge_axes is deterministic).
+  static Launch launch_of(const Kernel& k, uint64_t key, std::vector<cpu::JitCodePtr>& code) {
+    code.push_back(cpu::Jit::instance().get(k, key));
+    return Launch{code.back()->fn(), k.domain, k.kept_axes()};
+  }
+  static Launch launch_of(const Kernel& k, std::vector<cpu::JitCodePtr>& code) {
     k.validate();  // a rewrite bug surfaces as kiln::Error, never as wrong memory accesses
-    return Launch{cpu::Jit::instance().get(k, k.hash()), k.domain, k.kept_axes()};
+    return launch_of(k, k.hash(), code);
   }
 
-  static SplitLaunch compile_split(const cpu::SplitReduce& s) {
+  static SplitLaunch compile_split(const cpu::SplitReduce& s, std::vector<cpu::JitCodePtr>& code) {
     SplitLaunch l;
-    l.part = launch_of(s.part);
-    if (s.tail) l.tail = launch_of(*s.tail);
-    l.combine = launch_of(s.combine);
+    l.part = launch_of(s.part, code);
+    if (s.tail) l.tail = launch_of(*s.tail, code);
+    l.combine = launch_of(s.combine, code);
     l.scratch_bytes = static_cast<size_t>(s.combine.domain[0].value) * s.partial_dtype.size();
     return l;
   }
@@ -147,8 +136,6 @@ class CpuBackend : public Backend {
 
 }  // namespace
 
-std::shared_ptr<Backend> make_cpu_backend() {
-  return std::make_shared<CpuBackend>();
-}
+std::shared_ptr<Backend> make_cpu_backend() { return std::make_shared<CpuBackend>(); }
 
 }  // namespace kiln

@@ -19,9 +19,14 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <future>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/disk_cache.h"
@@ -54,6 +59,11 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
 // Vectoriser remarks ("loop not vectorized") are expected for kernels with calls or
 // NaN-propagating reductions; only errors are worth surfacing, and those arrive as llvm::Error.
 void quiet_diagnostics(const llvm::DiagnosticInfo&, void*) {}
@@ -73,28 +83,35 @@ void disable_epilogue_vectorization() {
 
 }  // namespace
 
-struct Jit::Impl {
-  std::mutex mu;  // one compilation at a time: the TargetMachine is not thread-safe
+struct Jit::Impl : std::enable_shared_from_this<Impl> {
+  // Guards everything below; never held while LLVM optimises, emits or links, so different
+  // kernels compile concurrently (each with its own LLVMContext and TargetMachine; the LLJIT's
+  // ExecutionSession is thread-safe).
+  mutable std::mutex mu;
   std::unique_ptr<llvm::orc::LLJIT> lljit;
-  std::unique_ptr<llvm::TargetMachine> tm;
+  std::optional<llvm::orc::JITTargetMachineBuilder> jtmb;
+  std::vector<std::unique_ptr<llvm::TargetMachine>> idle_tms;  // TargetMachines are not shared
   CodegenTarget target;
   std::unique_ptr<DiskCache> disk;
-  std::unordered_map<uint64_t, KernelFn> memory;
+  KernelCache cache{kernel_cache_budget_from_env()};
+  std::unordered_map<uint64_t, std::shared_future<JitCodePtr>> building;  // by key
   JitStats stats;
-  int64_t dylibs = 0;
+  int64_t loaded = 0;  // JitCode objects alive
+  std::atomic<int64_t> dylibs{0};
 
   void init() {
     if (lljit) return;
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     disable_epilogue_vectorization();
-    auto jtmb = check(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host");
-    jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
-    tm = check(jtmb.createTargetMachine(), "creating the target machine");
+    jtmb = check(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host");
+    jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+    auto tm = check(jtmb->createTargetMachine(), "creating the target machine");
     target.triple = tm->getTargetTriple().str();
     target.cpu = tm->getTargetCPU().str();
     target.features = tm->getTargetFeatureString().str();
-    lljit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(),
+    idle_tms.push_back(std::move(tm));
+    lljit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*jtmb).create(),
                   "creating the LLJIT");
     // Float64 kernels call libm (exp, log, ...): resolve from the process.
     lljit->getMainJITDylib().addGenerator(
@@ -106,17 +123,32 @@ struct Jit::Impl {
     disk = std::make_unique<DiskCache>(env);
   }
 
+  // A TargetMachine for one compile on this thread, returned with give_back.
+  std::unique_ptr<llvm::TargetMachine> take_tm() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (idle_tms.empty()) return check(jtmb->createTargetMachine(), "creating a target machine");
+    auto tm = std::move(idle_tms.back());
+    idle_tms.pop_back();
+    return tm;
+  }
+  void give_back(std::unique_ptr<llvm::TargetMachine> tm) {
+    std::lock_guard<std::mutex> lock(mu);
+    idle_tms.push_back(std::move(tm));
+  }
+
   // Kernel IR -> optimised module.
   std::unique_ptr<llvm::Module> optimize(const Kernel& k, const std::string& symbol,
-                                         llvm::LLVMContext& ctx) {
+                                         llvm::TargetMachine& tm, llvm::LLVMContext& ctx) {
+    auto t0 = Clock::now();
     ctx.setDiagnosticHandlerCallBack(quiet_diagnostics);
     std::unique_ptr<llvm::Module> m = generate_kernel(k, symbol, target, ctx);
-    m->setDataLayout(tm->createDataLayout());
+    m->setDataLayout(tm.createDataLayout());
     std::string err;
     llvm::raw_string_ostream es(err);
     if (llvm::verifyModule(*m, &es))
       throw_error("cpu backend: generated invalid LLVM IR for kernel ", k.name, ": ", es.str(),
                   "\n", k.str());
+    auto t1 = Clock::now();
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
@@ -124,89 +156,191 @@ struct Jit::Impl {
     llvm::PipelineTuningOptions pto;
     pto.LoopVectorization = true;
     pto.SLPVectorization = true;
-    llvm::PassBuilder pb(tm.get(), pto);
+    llvm::PassBuilder pb(&tm, pto);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*m, mam);
+    add_time(&JitStats::codegen_ms, std::chrono::duration<double, std::milli>(t1 - t0).count());
+    add_time(&JitStats::optimize_ms, ms_since(t1));
     return m;
   }
 
-  std::vector<char> emit_object(llvm::Module& m, const std::string& name) {
+  std::vector<char> emit_object(llvm::Module& m, llvm::TargetMachine& tm, const std::string& name) {
+    auto t0 = Clock::now();
     llvm::SmallVector<char, 0> buf;
     llvm::raw_svector_ostream os(buf);
     llvm::legacy::PassManager pm;
-    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile))
+    if (tm.addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile))
       throw_error("cpu backend: the target cannot emit object files (kernel ", name, ")");
     pm.run(m);
+    add_time(&JitStats::emit_ms, ms_since(t0));
     return std::vector<char>(buf.begin(), buf.end());
   }
 
-  // Links an object into a fresh JITDylib (so the same symbol can be loaded again after
-  // clear_memory_cache) and returns the kernel's address.
-  KernelFn link(const std::vector<char>& object, const std::string& symbol) {
-    auto jd_or = lljit->createJITDylib("kiln_" + std::to_string(dylibs++));
-    if (!jd_or) throw_error("cpu backend: creating a JITDylib: ", error_text(jd_or.takeError()));
-    llvm::orc::JITDylib& jd = *jd_or;
-    jd.addToLinkOrder(lljit->getMainJITDylib());
-    auto buf =
-        llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), symbol);
-    check(lljit->addObjectFile(jd, std::move(buf)), "adding an object");
-    auto addr = check(lljit->lookup(jd, symbol), "looking up a kernel");
-    return addr.toPtr<KernelFn>();
+  // Kernel IR -> object file, on a TargetMachine of this thread's own.
+  std::vector<char> compile(const Kernel& k, const std::string& symbol) {
+    std::unique_ptr<llvm::TargetMachine> tm = take_tm();
+    llvm::LLVMContext ctx;
+    std::unique_ptr<llvm::Module> m = optimize(k, symbol, *tm, ctx);
+    std::vector<char> object = emit_object(*m, *tm, k.name);
+    give_back(std::move(tm));
+    return object;
   }
 
-  KernelFn build(const Kernel& k, uint64_t key) {
+  // Links an object into a JITDylib of its own, under a ResourceTracker of its own, and returns
+  // the handle whose last owner frees both. (A JITDylib per load lets the same symbol be
+  // loaded again while an evicted copy is still running somewhere.)
+  JitCodePtr link(const std::vector<char>& object, const std::string& symbol, uint64_t key,
+                  const std::string& text) {
+    auto t0 = Clock::now();
+    llvm::orc::ExecutionSession& es = lljit->getExecutionSession();
+    llvm::orc::JITDylib& jd = es.createBareJITDylib("kiln_" + std::to_string(dylibs++));
+    jd.addToLinkOrder(lljit->getMainJITDylib());
+    llvm::orc::ResourceTrackerSP rt = jd.createResourceTracker();
+    auto unload = [&es, &jd, rt] {
+      llvm::consumeError(rt->remove());  // frees the code; failing leaks it, nothing worse
+      llvm::consumeError(es.removeJITDylib(jd));
+    };
+    try {
+      auto buf = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()),
+                                                      symbol);
+      check(lljit->addObjectFile(rt, std::move(buf)), "adding an object");
+      auto addr = check(lljit->lookup(jd, symbol), "looking up a kernel");
+      auto release = [self = shared_from_this(), unload, key] {
+        unload();
+        std::lock_guard<std::mutex> lock(self->mu);
+        --self->loaded;
+        ++self->stats.freed;
+        self->cache.forget(key);
+      };
+      int64_t bytes = static_cast<int64_t>(object.size()) + kLoadedKernelOverhead;
+      auto code = std::make_shared<const JitCode>(addr.toPtr<KernelFn>(), bytes, text, release);
+      std::lock_guard<std::mutex> lock(mu);
+      ++loaded;
+      stats.link_ms += ms_since(t0);
+      return code;
+    } catch (...) {
+      unload();
+      throw;
+    }
+  }
+
+  enum class Source { Disk, Compiled };
+
+  // Loads `key` from disk or compiles it; counts what happened in `stats` (under the lock).
+  JitCodePtr build(const Kernel& k, uint64_t key, const std::string& text) {
     std::string symbol = "kiln_k" + hex(key);
-    DiskCache::Lookup hit = disk->load(key);
+    auto t0 = Clock::now();
+    DiskCache::Lookup hit = disk->load(key, text);
+    add_time(&JitStats::disk_ms, ms_since(t0));
+    bool rejected = hit.status == DiskCache::Status::Rejected;
     if (hit.status == DiskCache::Status::Hit) {
       try {
-        KernelFn fn = link(hit.object, symbol);
-        ++stats.disk_hits;
-        return fn;
+        JitCodePtr code = link(hit.object, symbol, key, text);
+        count(Source::Disk, false);
+        return code;
       } catch (const Error&) {
-        ++stats.disk_rejected;  // verified but unloadable: rebuild below
+        rejected = true;  // verified but unloadable: rebuild below
       }
-    } else if (hit.status == DiskCache::Status::Rejected) {
-      ++stats.disk_rejected;
     }
-    llvm::LLVMContext ctx;
-    std::unique_ptr<llvm::Module> m = optimize(k, symbol, ctx);
-    std::vector<char> object = emit_object(*m, k.name);
-    ++stats.compiled;
-    disk->store(key, object);
-    return link(object, symbol);
+    std::vector<char> object = compile(k, symbol);
+    disk->store_later(key, object, text);
+    JitCodePtr code = link(object, symbol, key, text);
+    count(Source::Compiled, rejected);
+    return code;
+  }
+
+  void add_time(double JitStats::*phase, double ms) {
+    std::lock_guard<std::mutex> lock(mu);
+    stats.*phase += ms;
+  }
+
+  void count(Source source, bool rejected) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++(source == Source::Disk ? stats.disk_hits : stats.compiled);
+    if (rejected) ++stats.disk_rejected;
   }
 };
 
-Jit::Jit() : impl_(std::make_unique<Impl>()) {}
-Jit::~Jit() = default;
+Jit::Jit() : impl_(std::make_shared<Impl>()) {}
+
+// Kernels still held elsewhere keep the Impl (and the LLJIT) alive until they go.
+Jit::~Jit() {
+  std::vector<JitCodePtr> dropped;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->cache.clear(dropped);
+  impl_->building.clear();
+  if (impl_->disk) impl_->disk->flush();  // the Impl may outlive this: write entries now
+}
 
 Jit& Jit::instance() {
-  static Jit jit;  // never destroyed before kernels stop running: static, process lifetime
+  static Jit jit;
   return jit;
 }
 
-KernelFn Jit::get(const Kernel& k, uint64_t key) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->init();
-  auto it = impl_->memory.find(key);
-  if (it != impl_->memory.end()) {
-    ++impl_->stats.memory_hits;
-    return it->second;
+JitCodePtr Jit::get(const Kernel& k, uint64_t key) {
+  std::string text = k.canonical();
+  JitCodePtr code = get(k, key, text);
+  if (code->kernel() == text) return code;
+  // Two kernels with one hash: the second lives under a hash of its full text instead. Should
+  // that collide as well, it is compiled for this caller alone.
+  uint64_t other = fnv1a(text.data(), text.size(), 0x6a09e667f3bcc909ULL);
+  code = get(k, other, text);
+  if (code->kernel() == text) return code;
+  return impl_->build(k, other ^ 0x9e3779b97f4a7c15ULL, text);
+}
+
+JitCodePtr Jit::get(const Kernel& k, uint64_t key, const std::string& text) {
+  Impl& im = *impl_;
+  std::vector<JitCodePtr> dropped;  // destroyed after the lock is released (freeing locks)
+  std::unique_lock<std::mutex> lock(im.mu);
+  im.init();
+  if (JitCodePtr code = im.cache.find(key, dropped)) {
+    ++im.stats.memory_hits;
+    lock.unlock();
+    return code;
   }
-  KernelFn fn = impl_->build(k, key);
-  impl_->memory.emplace(key, fn);
-  return fn;
+  if (auto it = im.building.find(key); it != im.building.end()) {
+    std::shared_future<JitCodePtr> pending = it->second;  // another thread is building it
+    lock.unlock();
+    JitCodePtr code = pending.get();  // rethrows its error
+    std::lock_guard<std::mutex> relock(im.mu);
+    ++im.stats.memory_hits;
+    return code;
+  }
+  std::promise<JitCodePtr> done;
+  im.building.emplace(key, done.get_future().share());
+  lock.unlock();
+  JitCodePtr code;
+  try {
+    code = im.build(k, key, text);
+  } catch (...) {
+    lock.lock();
+    im.building.erase(key);
+    lock.unlock();
+    done.set_exception(std::current_exception());
+    throw;
+  }
+  lock.lock();
+  im.building.erase(key);
+  im.cache.insert(key, code, dropped);
+  lock.unlock();
+  done.set_value(code);
+  return code;
 }
 
 std::string Jit::optimized_ir(const Kernel& k) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->init();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->init();
+  }
+  std::unique_ptr<llvm::TargetMachine> tm = impl_->take_tm();
   llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = impl_->optimize(k, "kiln_inspect", ctx);
+  std::unique_ptr<llvm::Module> m = impl_->optimize(k, "kiln_inspect", *tm, ctx);
+  impl_->give_back(std::move(tm));
   std::string s;
   llvm::raw_string_ostream os(s);
   m->print(os, nullptr);
@@ -215,12 +349,32 @@ std::string Jit::optimized_ir(const Kernel& k) {
 
 JitStats Jit::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->stats;
+  JitStats s = impl_->stats;
+  s.evicted = impl_->cache.evictions();
+  s.cached_kernels = impl_->cache.entries();
+  s.cached_bytes = impl_->cache.bytes();
+  s.budget_bytes = impl_->cache.budget();
+  s.loaded_kernels = impl_->loaded;
+  return s;
+}
+
+void Jit::set_cache_budget(int64_t bytes) {
+  std::vector<JitCodePtr> dropped;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->cache.set_budget(std::max<int64_t>(bytes, 0), dropped);
+}
+
+void Jit::flush_disk_cache() {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  DiskCache* disk = impl_->disk.get();
+  lock.unlock();
+  if (disk) disk->flush();
 }
 
 void Jit::clear_memory_cache() {
+  std::vector<JitCodePtr> dropped;
   std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->memory.clear();
+  impl_->cache.clear(dropped);
 }
 
 std::string host_description() {

@@ -35,7 +35,7 @@ Kernel make_part(const Kernel& k, Dtype partial, int64_t parts, int64_t len, int
   p.name = k.name + "_part";
   p.domain = {Dim::constant(parts), Dim::constant(len)};
   for (const KernelBuffer& b : k.buffers)
-    p.buffers.push_back({b.dtype, b.output, split_map(b.map, len, first)});
+    p.buffers.push_back({b.dtype, false, split_map(b.map, len, first)});  // parts store none
   p.buffers.push_back(
       {partial, true, {{Dim::constant(1), Dim::constant(0)}, Dim::constant(out_offset)}});
   for (int i = 0; i < red.value; ++i) {
@@ -96,7 +96,9 @@ std::optional<SplitReduce> split_full_reduction(const Kernel& k) {
   Dtype in = k.body[rv.a].dtype;
   bool fsum = in.is_float() && (k.reduce->op == ReduceOp::Sum || k.reduce->op == ReduceOp::Prod);
   SplitReduce s;
-  s.partial_dtype = fsum ? float64 : rv.dtype;
+  // Partials keep the accumulator's precision: double sums, float32 for 16-bit max/min (whose
+  // result is a float32 value until the final store).
+  s.partial_dtype = fsum ? float64 : rv.dtype.is_half() ? float32 : rv.dtype;
   int64_t len = n / SplitReduce::kParts, rest = n - SplitReduce::kParts * len;
   s.part = make_part(k, s.partial_dtype, SplitReduce::kParts, len, 0, 0);
   if (rest > 0)

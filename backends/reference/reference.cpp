@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/launch_check.h"
 #include "backends/scalar_ops.h"
 #include "graph/error.h"
 #include "graph/random.h"
@@ -15,57 +16,18 @@ using scalar::Val;
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 
-Val load(const void* base, Dtype d, int64_t idx) {
-  Val v;
-  switch (d.kind) {
-    case Dtype::Kind::Bool:
-      v.i = static_cast<const bool*>(base)[idx];
-      break;
-    case Dtype::Kind::Int32:
-      v.i = static_cast<const int32_t*>(base)[idx];
-      break;
-    case Dtype::Kind::Int64:
-      v.i = static_cast<const int64_t*>(base)[idx];
-      break;
-    case Dtype::Kind::Float32:
-      v.f = static_cast<const float*>(base)[idx];
-      break;
-    case Dtype::Kind::Float64:
-      v.f = static_cast<const double*>(base)[idx];
-      break;
-  }
-  return v;
-}
+using scalar::load;
+using scalar::store;
 
-void store(void* base, Dtype d, int64_t idx, Val v) {
-  switch (d.kind) {
-    case Dtype::Kind::Bool:
-      static_cast<bool*>(base)[idx] = v.i != 0;
-      break;
-    case Dtype::Kind::Int32:
-      static_cast<int32_t*>(base)[idx] = static_cast<int32_t>(v.i);
-      break;
-    case Dtype::Kind::Int64:
-      static_cast<int64_t*>(base)[idx] = v.i;
-      break;
-    case Dtype::Kind::Float32:
-      static_cast<float*>(base)[idx] = static_cast<float>(v.f);
-      break;
-    case Dtype::Kind::Float64:
-      static_cast<double*>(base)[idx] = v.f;
-      break;
-  }
-}
-
-Val random_value(const Value& v, int64_t counter) {
-  bool f64 = v.dtype == float64;
+Val random_value(const Value& v, uint64_t key, int64_t counter) {
+  Dtype ud = v.dist == RandomDist::Uniform ? v.dtype : random::normal_compute_dtype(v.dtype);
   Val r;
   uint64_t c = static_cast<uint64_t>(counter);
   if (v.dist == RandomDist::Uniform) {
-    r.f = random::unit_from_bits(random::bits(v.key, c), f64);
+    r.f = random::unit_from_bits(random::bits(key, c), ud);
   } else {
-    double u1 = random::unit_from_bits(random::bits(v.key, 2 * c), f64);
-    double u2 = random::unit_from_bits(random::bits(v.key, 2 * c + 1), f64);
+    double u1 = random::unit_from_bits(random::bits(key, 2 * c), ud);
+    double u2 = random::unit_from_bits(random::bits(key, 2 * c + 1), ud);
     r.f = std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(kTwoPi * u2);
   }
   r.f = scalar::round_to(r.f, v.dtype);
@@ -162,7 +124,8 @@ class Interpreter {
               better =
                   !cur_nan && (std::isnan(x.f) || (op == ReduceOp::Min ? x.f < facc : x.f > facc));
             } else {
-              better = op == ReduceOp::Min ? x.i < iacc : x.i > iacc;
+              better = op == ReduceOp::Min ? scalar::int_less(x.i, iacc, in)
+                                           : scalar::int_less(iacc, x.i, in);
             }
             if (better) {
               facc = x.f, iacc = x.i, best_pos = pos;
@@ -192,30 +155,24 @@ class Interpreter {
         case ValueKind::Load:
           out = load(ptrs_[v.buffer], v.dtype, address(k_.buffers[v.buffer].map, point));
           break;
-        case ValueKind::Constant:
-          out.f = v.constant.f;
-          out.i = v.constant.i;
+        case ValueKind::Constant: {
+          Scalar c = v.param >= 0 ? scalar_from_word(args_.params[v.param], v.dtype) : v.constant;
+          out.f = c.f;
+          out.i = c.i;
           break;
-        case ValueKind::Index:
-          out.i = address(v.map, point);
-          break;
-        case ValueKind::Unary:
-          out = scalar::unary(v.unary, vals_[v.a], v.dtype);
-          break;
+        }
+        case ValueKind::Index: out.i = address(v.map, point); break;
+        case ValueKind::Unary: out = scalar::unary(v.unary, vals_[v.a], v.dtype); break;
         case ValueKind::Binary:
           out = scalar::binary(v.binary, vals_[v.a], vals_[v.b], k_.body[v.a].dtype);
           break;
-        case ValueKind::Select:
-          out = vals_[v.a].i ? vals_[v.b] : vals_[v.c];
-          break;
-        case ValueKind::Cast:
-          out = scalar::cast(vals_[v.a], k_.body[v.a].dtype, v.dtype);
-          break;
+        case ValueKind::Select: out = vals_[v.a].i ? vals_[v.b] : vals_[v.c]; break;
+        case ValueKind::Cast: out = scalar::cast(vals_[v.a], k_.body[v.a].dtype, v.dtype); break;
         case ValueKind::Random:
-          out = random_value(v, vals_[v.a].i);
+          out = random_value(v, v.param >= 0 ? static_cast<uint64_t>(args_.params[v.param]) : v.key,
+                             vals_[v.a].i);
           break;
-        case ValueKind::Reduce:
-          break;  // computed by reduce_point
+        case ValueKind::Reduce: break;  // computed by reduce_point
       }
     }
   }
@@ -230,6 +187,7 @@ class Interpreter {
 
 struct ReferenceKernel : CompiledKernel {
   Kernel kernel;
+  LaunchCheck check;
 };
 
 void matmul(const MatmulArgs& a) {
@@ -260,7 +218,9 @@ void matmul(const MatmulArgs& a) {
 class ReferenceQueue : public Queue {
  public:
   EventPtr enqueue_kernel(const CompiledKernel& k, const KernelArgs& args) override {
-    Interpreter(static_cast<const ReferenceKernel&>(k).kernel, args).run();
+    auto& rk = static_cast<const ReferenceKernel&>(k);
+    rk.check(rk.kernel, args);
+    Interpreter(rk.kernel, args).run();
     return nullptr;
   }
   EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) override {
@@ -293,6 +253,7 @@ class ReferenceBackend : public Backend {
     k.validate();
     auto c = std::make_shared<ReferenceKernel>();
     c->kernel = k;
+    c->check = LaunchCheck(k);
     return c;
   }
   std::unique_ptr<Queue> create_queue(int) override { return std::make_unique<ReferenceQueue>(); }
@@ -300,8 +261,6 @@ class ReferenceBackend : public Backend {
 
 }  // namespace
 
-std::shared_ptr<Backend> make_reference_backend() {
-  return std::make_shared<ReferenceBackend>();
-}
+std::shared_ptr<Backend> make_reference_backend() { return std::make_shared<ReferenceBackend>(); }
 
 }  // namespace kiln

@@ -1,0 +1,524 @@
+// Matmul speed on the cpu backend, everything measured in one run (the machine is shared and
+// noisy, so each number is the fastest of several rounds, and rounds interleave the candidates):
+//  1. the machine's peak: a register-blocked FMA loop (12 independent vector accumulators, the
+//     widest vectors the CPU has) on 1 thread and on every core, float32 and float64, and the
+//     clock it ran at (a chain of dependent imuls, 3 cycles each), so peak / clock shows the
+//     FMA pipes x vector lanes x 2 that the core really has;
+//  2. GEMM GFLOP/s of each library Kiln can call (OpenBLAS gemm, OpenBLAS gemv for matrix-vector
+//     shapes, oneDNN for float32), through the backend's own matmul_with() (tiles over TBB),
+//     on square and skinny shapes, as a fraction of the measured peak; the library the rule
+//     picks is marked; plus the old way, one OpenBLAS call on OpenBLAS's own threads;
+//  3. the MLP block gelu(x @ W1 + b1) @ W2 + b2 (256x1024 -> 4096 -> 1024, float32) compiled
+//     with kiln::compile: ms, GFLOP/s, where the time goes (profiled tasks), and JAX jit of the
+//     same function in a child process, alternating with Kiln round by round, when a Python
+//     with jax exists (~/peers/bin/python or --python PATH; benchmarks/peers/mlp_jax.py). JAX
+//     is never needed to build or run this; Kiln's numbers print either way.
+//   build/benchmarks/bench_matmul [--rounds N] [--python PATH] [--no-peers] [--mlp-only]
+#include <cblas.h>
+#include <immintrin.h>
+#include <sys/wait.h>
+#include <tbb/info.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/cpu/matmul.h"
+#include "kiln.h"
+
+namespace {
+
+using namespace kiln;
+using Clock = std::chrono::steady_clock;
+using cpu::MatmulLibrary;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// ---- 1. peak -----------------------------------------------------------------------------------
+
+// Twelve independent FMA chains hide the FMA latency (4 cycles x 2 pipes needs >= 8 in flight);
+// named variables rather than an array keep them in registers.
+#define KILN_FMA12(FMA)                                                                 \
+  for (long i = 0; i < iters; ++i) {                                                    \
+    a0 = FMA(a0, x, y), a1 = FMA(a1, x, y), a2 = FMA(a2, x, y), a3 = FMA(a3, x, y);     \
+    a4 = FMA(a4, x, y), a5 = FMA(a5, x, y), a6 = FMA(a6, x, y), a7 = FMA(a7, x, y);     \
+    a8 = FMA(a8, x, y), a9 = FMA(a9, x, y), a10 = FMA(a10, x, y), a11 = FMA(a11, x, y); \
+  }
+
+#define KILN_FMA_BODY(V, SET, FMA, ADD, SUM)                                                   \
+  V a0 = SET(1), a1 = SET(2), a2 = SET(3), a3 = SET(4), a4 = SET(5), a5 = SET(6), a6 = SET(7); \
+  V a7 = SET(8), a8 = SET(9), a9 = SET(10), a10 = SET(11), a11 = SET(12);                      \
+  V x = SET(0.9999), y = SET(1e-7);                                                            \
+  KILN_FMA12(FMA)                                                                              \
+  V s = ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7)));                     \
+  s = ADD(s, ADD(ADD(a8, a9), ADD(a10, a11)));                                                 \
+  return SUM(s);
+
+// GCC 12 calls the deliberately undefined vector inside its own _mm512_reduce_add_* (from
+// _mm256_undefined_pd) uninitialised once inlined here (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f"), noinline)) double fma512_f32(long iters) {
+  KILN_FMA_BODY(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, _mm512_reduce_add_ps)
+}
+__attribute__((target("avx512f"), noinline)) double fma512_f64(long iters) {
+  KILN_FMA_BODY(__m512d, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd, _mm512_reduce_add_pd)
+}
+#pragma GCC diagnostic pop
+#define KILN_FIRST_LANE(v) static_cast<double>((v)[0])
+__attribute__((target("avx2,fma"), noinline)) double fma256_f32(long iters) {
+  KILN_FMA_BODY(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, KILN_FIRST_LANE)
+}
+__attribute__((target("avx2,fma"), noinline)) double fma256_f64(long iters) {
+  KILN_FMA_BODY(__m256d, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd, KILN_FIRST_LANE)
+}
+
+struct PeakKernel {
+  double (*fn)(long);
+  int lanes;  // elements per vector
+  const char* isa;
+};
+
+PeakKernel peak_kernel(bool f64) {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f"))
+    return f64 ? PeakKernel{fma512_f64, 8, "AVX-512"} : PeakKernel{fma512_f32, 16, "AVX-512"};
+  return f64 ? PeakKernel{fma256_f64, 4, "AVX2"} : PeakKernel{fma256_f32, 8, "AVX2"};
+}
+
+// The machine is shared: other tenants take cores for milliseconds at a time. Peak loops are
+// short (~2 ms) and repeated many times, and the fastest trial counts: some trials run
+// undisturbed.
+constexpr int kPeakTrials = 40;
+
+// GFLOP/s of `threads` threads each running the FMA loop; fastest of kPeakTrials.
+double fma_gflops(const PeakKernel& k, int threads) {
+  const long iters = 500'000;
+  double best = 1e30;
+  for (int r = 0; r < kPeakTrials; ++r) {
+    std::vector<std::thread> pool;
+    auto t0 = Clock::now();
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&] {
+        volatile double sink = k.fn(iters);
+        (void)sink;
+      });
+    for (auto& t : pool) t.join();
+    best = std::min(best, seconds_since(t0));
+  }
+  return 12.0 * 2 * k.lanes * iters * threads / best / 1e9;
+}
+
+// GHz the core ran at: a chain of dependent 64-bit imuls (latency 3 cycles on current x86).
+double clock_ghz() {
+  const long n = 2'000'000;
+  double best = 1e30;
+  for (int r = 0; r < kPeakTrials; ++r) {
+    long x = 3, left = n;
+    auto t0 = Clock::now();
+    asm volatile(
+        "1:\n imul %0, %0\n imul %0, %0\n imul %0, %0\n imul %0, %0\n sub $4, %1\n jnz 1b\n"
+        : "+r"(x), "+r"(left));
+    best = std::min(best, seconds_since(t0));
+  }
+  return 3.0 * n / best / 1e9;
+}
+
+struct Peak {
+  double ghz = 0;
+  std::map<std::string, double> gflops;  // "f32 1t", "f64 2t", ...
+};
+
+Peak measure_peak(int threads) {
+  Peak p;
+  p.ghz = clock_ghz();
+  std::printf("\n== 1. peak (register-blocked FMA loop, %s; clock from dependent imuls)\n",
+              peak_kernel(false).isa);
+  for (bool f64 : {false, true}) {
+    PeakKernel k = peak_kernel(f64);
+    for (int t : {1, threads}) {
+      double g = fma_gflops(k, t);
+      std::string key = std::string(f64 ? "f64 " : "f32 ") + std::to_string(t) + "t";
+      p.gflops[key] = g;
+      std::printf("%s peak %3d thread%s: %7.1f GFLOP/s  (%5.1f flop/cycle/core at %.2f GHz)\n",
+                  f64 ? "float64" : "float32", t, t == 1 ? " " : "s", g, g / t / p.ghz, p.ghz);
+      if (t == threads) break;
+    }
+  }
+  return p;
+}
+
+// ---- 2. GEMM per library -------------------------------------------------------------------
+
+struct Gemm {
+  Dtype dtype;
+  int64_t m, k, n;
+  const char* cls;
+};
+
+const Gemm kGemms[] = {
+    {float32, 1024, 1024, 1024, "square"}, {float32, 2048, 2048, 2048, "square"},
+    {float32, 256, 1024, 4096, "skinny"},  {float32, 256, 4096, 1024, "skinny"},
+    {float32, 4096, 64, 4096, "skinny"},   {float32, 1, 4096, 4096, "vector"},
+    {float32, 4096, 4096, 1, "vector"},    {float32, 32, 32, 32, "small"},
+    {float32, 64, 64, 64, "small"},        {float32, 96, 96, 96, "small"},
+    {float32, 128, 128, 128, "small"},     {float32, 256, 256, 256, "small"},
+    {float64, 1024, 1024, 1024, "square"}, {float64, 2048, 2048, 2048, "square"},
+    {float64, 256, 1024, 4096, "skinny"},  {float64, 256, 4096, 1024, "skinny"},
+    {float64, 4096, 64, 4096, "skinny"},   {float64, 1, 4096, 4096, "vector"},
+    {float64, 4096, 4096, 1, "vector"},
+};
+
+struct GemmRun {
+  const Gemm* g;
+  MatmulLibrary lib;
+  MatmulArgs args;
+  bool own_threads = false;  // the baseline: one OpenBLAS call on OpenBLAS's own threads
+  double best = 1e30;
+};
+
+// What Kiln did before tiling: one cblas call, OpenBLAS splitting it over its own threads.
+void openblas_own_threads(const MatmulArgs& a) {
+  int m = static_cast<int>(a.m), n = static_cast<int>(a.n), k = static_cast<int>(a.k);
+  if (a.dtype == float32)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f,
+                static_cast<const float*>(a.a->host_ptr()), k,
+                static_cast<const float*>(a.b->host_ptr()), n, 0.0f,
+                static_cast<float*>(a.c->host_ptr()), n);
+  else
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0,
+                static_cast<const double*>(a.a->host_ptr()), k,
+                static_cast<const double*>(a.b->host_ptr()), n, 0.0,
+                static_cast<double*>(a.c->host_ptr()), n);
+}
+
+std::shared_ptr<Buffer> filled_buffer(Dtype d, int64_t n, double value) {
+  auto b = backend_for(device("cpu")).allocate(0, n * d.size());
+  if (d == float32) {
+    std::vector<float> v(n, static_cast<float>(value));
+    b->write(v.data(), 0, n * 4);
+  } else {
+    std::vector<double> v(n, value);
+    b->write(v.data(), 0, n * 8);
+  }
+  return b;
+}
+
+// Every library on every shape, interleaved round by round; fastest round of each.
+std::vector<GemmRun> measure_gemms(int threads, int rounds,
+                                   std::vector<std::shared_ptr<Buffer>>& keep) {
+  std::vector<GemmRun> runs;
+  for (const Gemm& g : kGemms) {
+    MatmulArgs a;
+    a.dtype = g.dtype;
+    a.m = g.m;
+    a.k = g.k;
+    a.n = g.n;
+    a.a_offsets = a.b_offsets = a.c_offsets = {0};
+    keep.push_back(filled_buffer(g.dtype, g.m * g.k, 0.01));
+    a.a = keep.back().get();
+    keep.push_back(filled_buffer(g.dtype, g.k * g.n, 0.02));
+    a.b = keep.back().get();
+    keep.push_back(filled_buffer(g.dtype, g.m * g.n, 0));
+    a.c = keep.back().get();
+    std::vector<MatmulLibrary> libs = {MatmulLibrary::OpenBlasGemm};
+    if (g.m == 1 || g.n == 1) libs.push_back(MatmulLibrary::OpenBlasGemv);
+    if (g.dtype == float32 && cpu::have_onednn()) libs.push_back(MatmulLibrary::OneDnn);
+    runs.push_back(GemmRun{&g, MatmulLibrary::OpenBlasGemm, a, true});
+    for (MatmulLibrary lib : libs) {
+      cpu::matmul_with(lib, a);  // warm: oneDNN creates its primitives
+      runs.push_back(GemmRun{&g, lib, a});
+    }
+  }
+  for (int r = 0; r < rounds; ++r)
+    for (GemmRun& run : runs) {
+      // Small products are repeated so that one timing spans ~0.1 ms or more.
+      const MatmulArgs& a = run.args;
+      int reps = static_cast<int>(std::clamp(1e8 / (2.0 * a.m * a.n * a.k), 1.0, 1000.0));
+      // Kiln keeps OpenBLAS single-threaded; the baseline gets its threads back for its call.
+      if (run.own_threads) openblas_set_num_threads(threads);
+      auto t0 = Clock::now();
+      for (int i = 0; i < reps; ++i) {
+        if (run.own_threads)
+          openblas_own_threads(a);
+        else
+          cpu::matmul_with(run.lib, a);
+      }
+      run.best = std::min(run.best, seconds_since(t0) / reps);
+      if (run.own_threads) openblas_set_num_threads(1);
+    }
+  return runs;
+}
+
+void print_gemms(const std::vector<GemmRun>& runs, const Peak& peak, int threads, int rounds) {
+  std::printf(
+      "\n== 2. GEMM C = A @ B (m x k @ k x n), fastest of %d rounds, %d threads; "
+      "%% of peak = %d x the faster 1-thread FMA rate (float32 %.0f, float64 %.0f GFLOP/s);\n"
+      "* = the library Kiln's rule picks\n",
+      rounds, threads, threads, threads * peak.gflops.at("f32 1t"),
+      threads * peak.gflops.at("f64 1t"));
+  std::printf("%-7s %-6s %-16s %-23s %10s %9s %7s\n", "dtype", "class", "m x k x n", "library",
+              "ms", "GFLOP/s", "%peak");
+  for (const GemmRun& run : runs) {
+    const Gemm& g = *run.g;
+    double flops = 2.0 * g.m * g.n * g.k;
+    double gf = flops / run.best / 1e9;
+    // Peak of `threads` cores: one core's FMA rate times the cores. The all-core loop is printed
+    // too, but it undercounts whenever another tenant holds a core.
+    double core_peak = peak.gflops.at(g.dtype == float32 ? "f32 1t" : "f64 1t");
+    char shape[48];
+    std::snprintf(shape, sizeof shape, "%lldx%lldx%lld", static_cast<long long>(g.m),
+                  static_cast<long long>(g.k), static_cast<long long>(g.n));
+    bool picked = !run.own_threads && cpu::choose_matmul_library(run.args) == run.lib;
+    std::printf("%-7s %-6s %-16s %-22s%s %10.3f %9.1f %6.1f%%\n",
+                g.dtype == float32 ? "float32" : "float64", g.cls, shape,
+                run.own_threads ? "OpenBLAS own threads" : cpu::library_name(run.lib),
+                picked ? "*" : " ", run.best * 1e3, gf, 100 * gf / (threads * core_peak));
+  }
+}
+
+// ---- 3. the MLP block ------------------------------------------------------------------------
+
+Array gelu(const Array& x) { return x * (1.0f + erf(x / std::sqrt(2.0f))) / 2.0f; }
+
+constexpr double kMlpFlops = 2.0 * 2 * 256 * 1024 * 4096;  // two GEMMs; the rest is ~0.1%
+
+// Wall time decides; CPU time (summed over threads) tells, on a shared machine, how much of it
+// each side took: the scheduler shares cores per thread, so a runtime with more busy threads
+// gets more of a loaded machine.
+struct Timing {
+  double wall = 1e30, cpu = 1e30;
+};
+
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+struct Mlp {
+  CompiledFunction f = compile([](const std::vector<Array>& in) {
+    return std::vector<Array>{matmul(gelu(matmul(in[0], in[1]) + in[2]), in[3]) + in[4]};
+  });
+  std::vector<Array> args;
+
+  Mlp() {
+    StreamScope scope(device("cpu"));
+    args = {random::normal({256, 1024}, float32, random::key(1)),
+            random::normal({1024, 4096}, float32, random::key(2)) * 0.03f,
+            random::normal({4096}, float32, random::key(3)),
+            random::normal({4096, 1024}, float32, random::key(4)) * 0.015f,
+            random::normal({1024}, float32, random::key(5))};
+    eval(args);
+    eval(f(args));  // trace, lower, JIT outside the timing
+  }
+
+  // Fastest of `reps` calls and the process CPU time per call (all threads), in seconds.
+  Timing best_of(int reps) {
+    StreamScope scope(device("cpu"));
+    Timing t;
+    double cpu0 = process_cpu_seconds();
+    for (int r = 0; r < reps; ++r) {
+      auto t0 = Clock::now();
+      eval(f(args));
+      t.wall = std::min(t.wall, seconds_since(t0));
+    }
+    t.cpu = (process_cpu_seconds() - cpu0) / reps;
+    return t;
+  }
+
+  // Mean ms per call of each task name, over `reps` profiled calls.
+  void breakdown(int reps) {
+    StreamScope scope(device("cpu"));
+    ProfileScope prof;
+    auto t0 = Clock::now();
+    for (int r = 0; r < reps; ++r) eval(f(args));
+    double wall = seconds_since(t0) / reps;
+    std::map<std::string, std::pair<double, int>> by_name;
+    for (const TaskEvent& e : prof.events()) {
+      auto& [ms, count] = by_name[e.name];
+      ms += (e.end_ns - e.start_ns) / 1e6 / reps;
+      count += 1;
+    }
+    double tasks = 0;
+    std::printf("where the time goes (mean of %d profiled calls, %.2f ms each):\n", reps,
+                wall * 1e3);
+    for (auto& [name, v] : by_name) {
+      std::printf("  %-34s %2d per call  %8.3f ms\n", name.c_str(), v.second / reps, v.first);
+      tasks += v.first;
+    }
+    std::printf("  %-34s              %8.3f ms\n", "outside tasks (dispatch, eval)",
+                wall * 1e3 - tasks);
+  }
+};
+
+// JAX in a child process (benchmarks/peers/mlp_jax.py) that runs calls on request, so that
+// Kiln's and JAX's timings alternate round by round and see the same load.
+class JaxPeer {
+ public:
+  explicit JaxPeer(const std::string& python) {
+    std::string script = std::string(KILN_SOURCE_DIR) + "/benchmarks/peers/mlp_jax.py";
+    int to_child[2], from_child[2];
+    if (pipe(to_child) != 0 || pipe(from_child) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(to_child[0], 0);
+      dup2(from_child[1], 1);
+      dup2(from_child[1], 2);  // a Python error arrives as the last line before EOF
+      close(to_child[1]);
+      close(from_child[0]);
+      execl(python.c_str(), python.c_str(), script.c_str(), static_cast<char*>(nullptr));
+      std::printf("could not run %s\n", python.c_str());
+      _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    in_ = fdopen(to_child[1], "w");
+    out_ = fdopen(from_child[0], "r");
+    std::string line = read_line("ready jax ");
+    if (!line.empty()) version_ = line.substr(10);
+  }
+  ~JaxPeer() {
+    if (in_) std::fclose(in_);
+    if (out_) std::fclose(out_);
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  }
+  bool ok() const { return !version_.empty(); }
+  const std::string& version() const { return version_; }
+  const std::string& last_line() const { return last_; }
+
+  // Fastest of `reps` calls and CPU time per call, in seconds; wall < 0 when the peer failed.
+  Timing best_of(int reps) {
+    Timing t;
+    t.wall = -1;
+    if (!ok()) return t;
+    std::fprintf(in_, "%d\n", reps);
+    std::fflush(in_);
+    std::string line = read_line("best_ms ");
+    double wall_ms = 0, cpu_ms = 0;
+    if (std::sscanf(line.c_str(), "best_ms %lf cpu_ms %lf", &wall_ms, &cpu_ms) == 2) {
+      t.wall = wall_ms / 1e3;
+      t.cpu = cpu_ms / 1e3;
+    }
+    return t;
+  }
+
+ private:
+  // The next line starting with `prefix` (other output, e.g. warnings, is skipped); "" at EOF.
+  std::string read_line(const char* prefix) {
+    char buf[1024];
+    while (out_ && std::fgets(buf, sizeof buf, out_)) {
+      last_ = buf;
+      if (last_.rfind(prefix, 0) == 0) {
+        last_.erase(last_.find_last_not_of("\r\n") + 1);
+        return last_;
+      }
+    }
+    version_.clear();
+    return "";
+  }
+
+  pid_t pid_ = -1;
+  FILE* in_ = nullptr;
+  FILE* out_ = nullptr;
+  std::string version_, last_;
+};
+
+void mlp_section(const std::string& python, int rounds) {
+  std::printf(
+      "\n== 3. MLP gelu(x@W1+b1)@W2+b2, x 256x1024, W1 1024x4096, W2 4096x1024, "
+      "float32 (%.2f GFLOP per call)\n",
+      kMlpFlops / 1e9);
+  Mlp mlp;
+  std::unique_ptr<JaxPeer> jax;
+  if (!python.empty()) {
+    jax = std::make_unique<JaxPeer>(python);
+    if (jax->ok())
+      std::printf("JAX %s jit (%s), alternating with Kiln, %d rounds of 10 calls each\n",
+                  jax->version().c_str(), python.c_str(), 4 * rounds);
+    else
+      std::printf("JAX: could not run %s (%s)\n", python.c_str(), jax->last_line().c_str());
+  }
+  Timing kiln, peer;
+  for (int r = 0; r < 4 * rounds; ++r) {
+    Timing k = mlp.best_of(10);
+    kiln = {std::min(kiln.wall, k.wall), std::min(kiln.cpu, k.cpu)};
+    if (jax && jax->ok()) {
+      Timing j = jax->best_of(10);
+      if (j.wall > 0) peer = {std::min(peer.wall, j.wall), std::min(peer.cpu, j.cpu)};
+    }
+  }
+  std::printf("kiln::compile  %8.3f ms  %7.1f GFLOP/s   CPU %7.3f ms per call\n", kiln.wall * 1e3,
+              kMlpFlops / kiln.wall / 1e9, kiln.cpu * 1e3);
+  if (peer.wall < 1e30)
+    std::printf(
+        "JAX jit        %8.3f ms  %7.1f GFLOP/s   CPU %7.3f ms per call   Kiln / JAX = %.2fx "
+        "(goal <= 1.0)\n",
+        peer.wall * 1e3, kMlpFlops / peer.wall / 1e9, peer.cpu * 1e3, kiln.wall / peer.wall);
+  else if (python.empty())
+    std::printf("JAX jit        not measured (no ~/peers/bin/python; pass --python PATH)\n");
+  jax.reset();
+  mlp.breakdown(rounds * 4);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 5;
+  std::string python;
+  bool peers = true, mlp_only = false;
+  if (const char* home = std::getenv("HOME")) {
+    std::string p = std::string(home) + "/peers/bin/python";
+    if (std::filesystem::exists(p)) python = p;
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--rounds" && i + 1 < argc) {
+      rounds = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--python" && i + 1 < argc) {
+      python = argv[++i];
+    } else if (a == "--no-peers") {
+      peers = false;
+    } else if (a == "--mlp-only") {
+      mlp_only = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--rounds N] [--python PATH] [--no-peers] [--mlp-only]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  if (!peers) python.clear();
+  std::signal(SIGPIPE, SIG_IGN);  // a peer that dies must not take this program with it
+  int threads = tbb::info::default_concurrency();
+  for (const DeviceInfo& d : devices())
+    if (d.device.backend == "cpu") std::printf("cpu: %s\n", d.description.c_str());
+  if (mlp_only) {
+    mlp_section(python, rounds);
+    return 0;
+  }
+  // The peak before and after everything else: the two differ when the machine's other tenants
+  // came or went; percentages use the higher (the cores' real capability).
+  Peak peak = measure_peak(threads);
+  std::vector<std::shared_ptr<Buffer>> buffers;
+  std::vector<GemmRun> gemms = measure_gemms(threads, rounds, buffers);
+  mlp_section(python, rounds);
+  Peak after = measure_peak(threads);
+  for (auto& [key, g] : after.gflops) peak.gflops[key] = std::max(peak.gflops[key], g);
+  print_gemms(gemms, peak, threads, rounds);
+  return 0;
+}

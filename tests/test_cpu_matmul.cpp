@@ -1,0 +1,357 @@
+// The cpu backend's matmul libraries (backends/cpu/matmul.h) against the reference backend:
+// every library the rule can choose (oneDNN when built in, OpenBLAS gemm and gemv), forced on
+// square, skinny, batched and broadcast-batch problems, plus the public op on the cpu device
+// (1-D promotion, batch broadcasting) at sizes that reach each library.
+//
+// Tolerance: operands are N(0,1) floats, so results are not exact. Any float GEMM, whatever its
+// summation order or use of FMA, is within gamma_k * (|A||B|)_ij of the exact product, with
+// gamma_k = k u / (1 - k u) and u = 2^-24 (float32) or 2^-53 (float64); the oracle, which
+// accumulates in double and rounds once, adds at most u |want| on top.
+#include <gtest/gtest.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+
+#include <cmath>
+#include <random>
+#include <tuple>
+
+#include "backends/cpu/gemm_tiles.h"
+#include "backends/cpu/matmul.h"
+#include "kiln.h"
+
+namespace kiln {
+namespace {
+
+using cpu::MatmulLibrary;
+
+// One matmul problem with its operands, on both backends.
+struct Problem {
+  MatmulArgs args;  // buffers point at the cpu copies
+  std::vector<double> a, b;
+  std::shared_ptr<Buffer> ca, cb, cc, ra, rb, rc;
+};
+
+std::shared_ptr<Buffer> filled(Backend& be, Dtype d, const std::vector<double>& v) {
+  auto buf = be.allocate(0, std::max<size_t>(1, v.size()) * d.size());
+  if (d == float32) {
+    std::vector<float> f(v.begin(), v.end());
+    buf->write(f.data(), 0, f.size() * 4);
+  } else {
+    buf->write(v.data(), 0, v.size() * 8);
+  }
+  return buf;
+}
+
+std::vector<double> read_back(const Buffer& buf, Dtype d, size_t n) {
+  std::vector<double> out(n);
+  if (d == float32) {
+    std::vector<float> f(n);
+    buf.read(f.data(), 0, n * 4);
+    std::copy(f.begin(), f.end(), out.begin());
+  } else {
+    buf.read(out.data(), 0, n * 8);
+  }
+  return out;
+}
+
+// a_batches / b_batches distinct operands; the batch offsets pick which each C batch uses.
+Problem make_problem(Dtype d, int64_t m, int64_t n, int64_t k, int64_t a_batches, int64_t b_batches,
+                     std::vector<int64_t> a_pick, std::vector<int64_t> b_pick, unsigned seed) {
+  Problem p;
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal;
+  p.a.resize(a_batches * m * k);
+  p.b.resize(b_batches * k * n);
+  for (double& x : p.a) x = d == float32 ? static_cast<float>(normal(rng)) : normal(rng);
+  for (double& x : p.b) x = d == float32 ? static_cast<float>(normal(rng)) : normal(rng);
+  MatmulArgs& a = p.args;
+  a.dtype = d;
+  a.m = m;
+  a.n = n;
+  a.k = k;
+  for (size_t i = 0; i < a_pick.size(); ++i) {
+    a.a_offsets.push_back(a_pick[i] * m * k);
+    a.b_offsets.push_back(b_pick[i] * k * n);
+    a.c_offsets.push_back(static_cast<int64_t>(i) * m * n);
+  }
+  Backend& cpu = backend_for(device("cpu"));
+  Backend& ref = backend_for(device("reference"));
+  size_t c_size = a_pick.size() * m * n;
+  p.ca = filled(cpu, d, p.a);
+  p.cb = filled(cpu, d, p.b);
+  p.cc = filled(cpu, d, std::vector<double>(c_size, std::nan("")));
+  p.ra = filled(ref, d, p.a);
+  p.rb = filled(ref, d, p.b);
+  p.rc = filled(ref, d, std::vector<double>(c_size, 0.0));
+  a.a = p.ca.get();
+  a.b = p.cb.get();
+  a.c = p.cc.get();
+  return p;
+}
+
+// A plain problem: `batches` independent products, or one shared operand.
+Problem batched(Dtype d, int64_t m, int64_t n, int64_t k, int64_t batches, bool share_a = false,
+                bool share_b = false, unsigned seed = 1) {
+  std::vector<int64_t> ap, bp;
+  for (int64_t i = 0; i < batches; ++i) {
+    ap.push_back(share_a ? 0 : i);
+    bp.push_back(share_b ? 0 : i);
+  }
+  return make_problem(d, m, n, k, share_a ? 1 : batches, share_b ? 1 : batches, ap, bp, seed);
+}
+
+void expect_matches_reference(MatmulLibrary lib, const Problem& p) {
+  const MatmulArgs& a = p.args;
+  cpu::matmul_with(lib, a);
+  MatmulArgs r = a;
+  r.a = p.ra.get();
+  r.b = p.rb.get();
+  r.c = p.rc.get();
+  backend_for(device("reference")).create_queue(0)->enqueue_matmul(r);
+  size_t n_out = a.c_offsets.size() * a.m * a.n;
+  std::vector<double> got = read_back(*p.cc, a.dtype, n_out);
+  std::vector<double> want = read_back(*p.rc, a.dtype, n_out);
+  double u = a.dtype == float32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
+  double gamma = a.k * u / (1 - a.k * u);
+  for (size_t bi = 0; bi < a.c_offsets.size(); ++bi)
+    for (int64_t i = 0; i < a.m; ++i)
+      for (int64_t j = 0; j < a.n; ++j) {
+        double mag = 0;  // (|A||B|)_ij
+        for (int64_t q = 0; q < a.k; ++q)
+          mag += std::fabs(p.a[a.a_offsets[bi] + i * a.k + q] * p.b[a.b_offsets[bi] + q * a.n + j]);
+        size_t e = a.c_offsets[bi] + i * a.n + j;
+        ASSERT_NEAR(got[e], want[e], gamma * mag + u * std::fabs(want[e]))
+            << cpu::library_name(lib) << " " << a.dtype << " " << a.m << "x" << a.k << "x" << a.n
+            << " batch " << bi << " (" << i << ", " << j << ")";
+      }
+}
+
+// The float32 libraries that can run a general (not matrix-vector) problem in this build.
+std::vector<MatmulLibrary> gemm_libraries(Dtype d) {
+  std::vector<MatmulLibrary> libs = {MatmulLibrary::OpenBlasGemm};
+  if (d == float32 && cpu::have_onednn()) libs.push_back(MatmulLibrary::OneDnn);
+  return libs;
+}
+
+TEST(CpuMatmul, SquareAndSkinnyShapesMatchReference) {
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  for (Dtype d : {float32, float64})
+    for (Shape3 s : {Shape3{96, 96, 96}, Shape3{130, 70, 257}, Shape3{8, 300, 200},
+                     Shape3{300, 200, 8}, Shape3{3, 5, 1000}, Shape3{2, 2, 2},
+                     Shape3{333, 517, 129}})  // the last is cut into uneven tiles
+      for (MatmulLibrary lib : gemm_libraries(d))
+        expect_matches_reference(lib, batched(d, s.m, s.n, s.k, 1));
+}
+
+TEST(CpuMatmul, BatchesAndSharedOperandsMatchReference) {
+  for (Dtype d : {float32, float64})
+    for (MatmulLibrary lib : gemm_libraries(d)) {
+      expect_matches_reference(lib, batched(d, 40, 50, 60, 3));               // one call
+      expect_matches_reference(lib, batched(d, 40, 50, 60, 3, true, false));  // A shared
+      expect_matches_reference(lib, batched(d, 40, 50, 60, 3, false, true));  // B shared
+      // Broadcast batch (2, 1) x (1, 3): offsets that are not one stride, one call per batch.
+      expect_matches_reference(
+          lib, make_problem(d, 33, 17, 65, 2, 3, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}, 5));
+    }
+}
+
+TEST(CpuMatmul, MatrixVectorShapesMatchReference) {
+  for (Dtype d : {float32, float64}) {
+    std::vector<MatmulLibrary> libs = gemm_libraries(d);
+    libs.push_back(MatmulLibrary::OpenBlasGemv);
+    for (MatmulLibrary lib : libs) {
+      expect_matches_reference(lib, batched(d, 1, 300, 500, 1));  // row vector @ matrix
+      expect_matches_reference(lib, batched(d, 300, 1, 500, 1));  // matrix @ column vector
+      expect_matches_reference(lib, batched(d, 1, 40, 70, 4, false, true));
+      expect_matches_reference(lib, batched(d, 1, 1, 999, 2));
+    }
+    // Large enough to be cut into tiles (the oracle is slow: only the library the rule picks).
+    expect_matches_reference(MatmulLibrary::OpenBlasGemv, batched(d, 1, 3001, 1000, 1));
+    expect_matches_reference(MatmulLibrary::OpenBlasGemv, batched(d, 3001, 1, 1000, 1));
+  }
+}
+
+TEST(CpuMatmul, RuleChoosesByShapeClass) {
+  auto pick = [](Dtype d, int64_t m, int64_t n, int64_t k) {
+    MatmulArgs a;
+    a.dtype = d;
+    a.m = m;
+    a.n = n;
+    a.k = k;
+    return cpu::choose_matmul_library(a);
+  };
+  MatmulLibrary big32 = cpu::have_onednn() ? MatmulLibrary::OneDnn : MatmulLibrary::OpenBlasGemm;
+  EXPECT_EQ(pick(float32, 256, 4096, 1024), big32);
+  EXPECT_EQ(pick(float32, 4096, 4096, 64), big32);
+  EXPECT_EQ(pick(float32, 64, 64, 64), big32);
+  EXPECT_EQ(pick(float32, 63, 64, 64), MatmulLibrary::OpenBlasGemm);
+  EXPECT_EQ(pick(float64, 1024, 1024, 1024), MatmulLibrary::OpenBlasGemm);
+  EXPECT_EQ(pick(float32, 1, 4096, 4096), MatmulLibrary::OpenBlasGemv);
+  EXPECT_EQ(pick(float64, 4096, 1, 4096), MatmulLibrary::OpenBlasGemv);
+  EXPECT_EQ(pick(int32, 100, 100, 100), MatmulLibrary::Loop);
+}
+
+TEST(CpuMatmul, TilesCoverTheOutputAndStaySmallOnlyWhenWorkIs) {
+  // Small work, or one thread: the whole matrix is one tile.
+  cpu::TileGrid g = cpu::plan_tiles(1, 64, 64, 64, 2);
+  EXPECT_EQ(g.rows, 64);
+  EXPECT_EQ(g.cols, 64);
+  g = cpu::plan_tiles(1, 1024, 1024, 1024, 1);
+  EXPECT_EQ(g.rows, 1024);
+  // The MLP's shapes on 2 threads: several tiles, vector-aligned columns, within bounds.
+  for (auto [m, n, k] : {std::tuple{256, 4096, 1024}, std::tuple{256, 1024, 4096},
+                         std::tuple{4096, 4096, 64}, std::tuple{1, 4096, 4096}}) {
+    g = cpu::plan_tiles(1, m, n, k, 2);
+    int64_t tiles = ((m + g.rows - 1) / g.rows) * ((n + g.cols - 1) / g.cols);
+    EXPECT_GE(tiles, 2 * cpu::kTilesPerThread) << m << "x" << k << "x" << n;
+    EXPECT_TRUE(g.cols == n || g.cols % 16 == 0) << g.cols;
+    EXPECT_LE(g.rows, m);
+    EXPECT_LE(g.cols, n);
+  }
+  // Many batches already give enough tiles.
+  g = cpu::plan_tiles(64, 128, 128, 128, 2);
+  EXPECT_EQ(g.rows, 128);
+  EXPECT_EQ(g.cols, 128);
+  // for_each_tile visits every element of every batch exactly once.
+  std::vector<int> hits(3 * 37 * 301, 0);
+  cpu::for_each_tile(3, 37, 301, cpu::TileGrid{16, 64},
+                     [&](int64_t b, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
+                       for (int64_t i = r0; i < r0 + rows; ++i)
+                         for (int64_t j = c0; j < c0 + cols; ++j) hits[(b * 37 + i) * 301 + j]++;
+                     });
+  for (int h : hits) ASSERT_EQ(h, 1);
+}
+
+TEST(CpuMatmul, DevicesNameTheMatmulLibraries) {
+  for (const DeviceInfo& d : devices())
+    if (d.device.backend == "cpu") {
+      EXPECT_NE(d.description.find("matmul: "), std::string::npos) << d.description;
+      EXPECT_NE(d.description.find("OpenBLAS"), std::string::npos) << d.description;
+      // Built with oneDNN, or saying why not.
+      EXPECT_NE(d.description.find(cpu::have_onednn() ? "oneDNN 2." : "oneDNN not built in"),
+                std::string::npos)
+          << d.description;
+    }
+}
+
+TEST(CpuMatmul, LibrariesRefuseWhatTheyCannotRun) {
+  Problem d64 = batched(float64, 70, 70, 70, 1);
+  EXPECT_THROW(cpu::matmul_with(MatmulLibrary::OneDnn, d64.args), Error);
+  EXPECT_THROW(cpu::matmul_with(MatmulLibrary::OpenBlasGemv, d64.args), Error);  // not a vector
+  // Offsets or sizes past a buffer raise instead of touching memory outside it.
+  MatmulArgs past = d64.args;
+  past.b_offsets = {1};
+  EXPECT_THROW(cpu::matmul(past), Error);
+  past = d64.args;
+  past.m = 71;
+  EXPECT_THROW(cpu::matmul(past), Error);
+  if (!cpu::have_onednn()) {
+    Problem f32 = batched(float32, 70, 70, 70, 1);
+    try {
+      cpu::matmul_with(MatmulLibrary::OneDnn, f32.args);
+      ADD_FAILURE() << "oneDNN ran in a build without it";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not built"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CpuMatmul, OneDnnKeepsOnePrimitivePerShape) {
+  if (!cpu::have_onednn()) GTEST_SKIP() << cpu::matmul_libraries();
+  Problem p = batched(float32, 77, 88, 99, 1);
+  cpu::matmul_with(MatmulLibrary::OneDnn, p.args);
+  int64_t created = cpu::onednn_primitives_created();
+  for (int i = 0; i < 3; ++i) cpu::matmul_with(MatmulLibrary::OneDnn, p.args);
+  EXPECT_EQ(cpu::onednn_primitives_created(), created);
+  Problem q = batched(float32, 77, 88, 100, 1);
+  cpu::matmul_with(MatmulLibrary::OneDnn, q.args);
+  EXPECT_EQ(cpu::onednn_primitives_created(), created + 1);
+}
+
+TEST(CpuMatmul, OneDnnUnderAThreadLimitAndFromManyThreads) {
+  if (!cpu::have_onednn()) GTEST_SKIP() << cpu::matmul_libraries();
+  {
+    tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+    expect_matches_reference(MatmulLibrary::OneDnn, batched(float32, 100, 90, 80, 2));
+  }
+  // Matmuls issued from several TBB threads at once (independent tasks of one plan do this).
+  std::vector<Problem> ps;
+  for (int i = 0; i < 6; ++i) ps.push_back(batched(float32, 64 + i, 96, 80 + 3 * i, 1));
+  tbb::parallel_for(0, 6, [&](int i) { cpu::matmul_with(MatmulLibrary::OneDnn, ps[i].args); });
+  for (int i = 0; i < 6; ++i) expect_matches_reference(MatmulLibrary::OneDnn, ps[i]);
+}
+
+// The public op on the cpu device (the rule picks the library) against the reference device.
+template <typename T>
+void expect_op_matches_reference(Dtype d, Shape as, Shape bs) {
+  std::vector<T> got, av, bv;
+  {
+    StreamScope scope(device("cpu"));
+    Array a = random::normal(as, d, random::key(3));
+    Array b = random::normal(bs, d, random::key(4));
+    got = matmul(a, b).template to_vector<T>();
+    av = a.template to_vector<T>();
+    bv = b.template to_vector<T>();
+  }
+  StreamScope scope(device("reference"));
+  Array a = array(av, as, d), b = array(bv, bs, d);
+  std::vector<T> want = matmul(a, b).template to_vector<T>();
+  std::vector<T> mag = matmul(abs(a), abs(b)).template to_vector<T>();  // (|A||B|)_ij, rounded
+  int64_t k = as.back();
+  double u = d == float32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
+  double gamma = k * u / (1 - k * u);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], gamma * (1 + 2 * u) * mag[i] + u * std::fabs(want[i]))
+        << d << " " << to_string(as) << " @ " << to_string(bs) << " element " << i;
+}
+
+TEST(CpuMatmul, PublicOpMatchesReferenceOnEveryPath) {
+  // oneDNN-sized float32 (when built in): plain, batched, broadcast batch.
+  expect_op_matches_reference<float>(float32, {70, 80}, {80, 90});
+  expect_op_matches_reference<float>(float32, {3, 70, 80}, {3, 80, 90});
+  expect_op_matches_reference<float>(float32, {2, 1, 70, 80}, {3, 80, 90});
+  expect_op_matches_reference<float>(float32, {4, 70, 80}, {80, 90});
+  // 1-D promotion: gemv either side, and a dot product.
+  expect_op_matches_reference<float>(float32, {500}, {500, 300});
+  expect_op_matches_reference<float>(float32, {300, 500}, {500});
+  expect_op_matches_reference<float>(float32, {2, 300, 500}, {500});
+  expect_op_matches_reference<float>(float32, {999}, {999});
+  // Small float32 (OpenBLAS gemm) and float64 everywhere.
+  expect_op_matches_reference<float>(float32, {5, 6}, {6, 7});
+  expect_op_matches_reference<double>(float64, {70, 80}, {80, 90});
+  expect_op_matches_reference<double>(float64, {2, 1, 30, 40}, {3, 40, 20});
+  expect_op_matches_reference<double>(float64, {500}, {500, 300});
+}
+
+// float16 / bfloat16 run as float32 through the same libraries. Small integer operands make every
+// float32 sum exact, so both sides round the same exact value to the 16-bit type: bitwise equal.
+TEST(CpuMatmul, HalfTypesMatchReferenceOnEveryPath) {
+  auto ints = [](const Shape& s, Dtype d, unsigned seed) {
+    std::vector<float> v(shape_size(s));
+    std::mt19937 rng(seed);
+    for (float& x : v) x = static_cast<float>(static_cast<int>(rng() % 11) - 5);
+    return astype(array(v, s, float32), d);
+  };
+  for (Dtype d : {float16, bfloat16})
+    for (auto [as, bs] : {std::pair<Shape, Shape>{{70, 80}, {80, 90}},     // oneDNN-sized
+                          std::pair<Shape, Shape>{{3, 70, 80}, {80, 90}},  // batched, B shared
+                          std::pair<Shape, Shape>{{500}, {500, 300}},      // gemv
+                          std::pair<Shape, Shape>{{5, 6}, {6, 7}}}) {      // OpenBLAS gemm
+      std::vector<float> got, want;
+      {
+        StreamScope scope(device("cpu"));
+        got = astype(matmul(ints(as, d, 1), ints(bs, d, 2)), float32).to_vector<float>();
+      }
+      {
+        StreamScope scope(device("reference"));
+        want = astype(matmul(ints(as, d, 1), ints(bs, d, 2)), float32).to_vector<float>();
+      }
+      ASSERT_EQ(got, want) << d << " " << to_string(as) << " @ " << to_string(bs);
+    }
+}
+
+}  // namespace
+}  // namespace kiln
