@@ -78,6 +78,31 @@ std::vector<Case> cases() {
          return std::vector<Array>{sqrt(sum(in[0] * in[0], -1) / 64.0f) + 1.0f};
        },
        {{32, 64}}},
+      // 30 inputs exceed the kernel buffer bound (24): fusion splits the sum into two kernels.
+      {"many_inputs",
+       [](const std::vector<Array>& in) {
+         Array acc = in[0];
+         for (size_t i = 1; i < in.size(); ++i) acc = acc + in[i] * float(i);
+         return std::vector<Array>{exp(acc)};
+       },
+       std::vector<Shape>(30, Shape{16})},
+      // Two outputs of one shape share a kernel, unless one reads the other at another element.
+      {"outputs_sharing_a_kernel",
+       [](const std::vector<Array>& in) {
+         Array y = exp(in[0]);
+         return std::vector<Array>{y, in[0] * 2.0f, transpose(y, {1, 0}) + 1.0f};
+       },
+       {{16, 16}}},
+      // A reduction read by two consumers is stored once; a non-affine reshape of a computed
+      // value reads a stored buffer.
+      {"shared_reduction_and_reshape",
+       [](const std::vector<Array>& in) {
+         Array m = max(in[0], -1, true);
+         Array e = exp(in[0] - m);
+         Array r = reshape(transpose(e, {1, 0}), {2048});
+         return std::vector<Array>{e / m, r + 1.0f};
+       },
+       {{32, 64}}},
   };
 }
 
