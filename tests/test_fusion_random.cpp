@@ -2,9 +2,13 @@
 // reductions with and without epilogues, concatenation) computed by kiln::compile (fused) and
 // eagerly (one kernel per primitive) must agree. Both run on the device under test; the eager
 // run on `reference` is the oracle. A failure prints the seed and the program that reproduces it.
+#include <map>
 #include <random>
 #include <sstream>
 
+#include "compile/graph_walk.h"
+#include "compile/kernel_emit.h"
+#include "graph/trace_state.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -256,4 +260,59 @@ TEST(FusionRandom, CompiledOnCpuMatchesReference) {
   // 300 programs: with eleven dtypes nearly every program compiles new kernels (~4.5 of them,
   // ~15 ms of LLVM each on a cold cache); the reference run above covers 500.
   run_programs(device("cpu"), 300, 2e-4, true);
+}
+
+// The planner's own promises, checked on the random programs with tight buffer bounds (so the
+// split path runs often): every emitted kernel loads at most max_buffers buffers and validates,
+// every output is stored by exactly one kernel, and every stored node has its kernel.
+TEST(FusionRandom, PlannedGroupsKeepTheirBounds) {
+  int split_programs = 0;
+  for (unsigned seed = 1; seed <= 300; ++seed) {
+    Program p = make_program(seed);
+    std::vector<Array> ph;
+    for (size_t i = 0; i < p.input_shapes.size(); ++i)
+      ph.push_back(Array(p.input_shapes[i], p.input_dtypes[i], Op::Placeholder, {}, {},
+                         ResolvedStream{current_stream(), StreamOrigin::Default}));
+    std::vector<Array> outs;
+    {
+      TraceStateGuard tracing;
+      outs = build(p, ph, nullptr);
+    }
+    LeafFn leaf = [](const ArrayNode& n) {
+      return n.op == Op::Placeholder || n.op == Op::Constant || n.data != nullptr;
+    };
+    std::vector<Array> order = topological_order(outs, leaf);
+    for (int max_buffers : {3, 4, 24}) {
+      FusionOptions fo;
+      fo.max_buffers = max_buffers;
+      SameLaneFn same = [](const ArrayNode&, const ArrayNode&) { return true; };
+      FusionPlan plan = plan_fusion(order, outs, leaf, same, fo);
+      std::map<const ArrayNode*, int> stored;
+      for (const FusionGroup& g : plan.groups) {
+        if (g.kind == FusionGroup::Kind::Matmul) {
+          ++stored[g.roots[0]];
+          continue;
+        }
+        FusedStep s = emit_kernel(g, plan.materialized, leaf, false);
+        ASSERT_NO_THROW(s.kernel->validate()) << "seed " << seed;
+        int loads = 0;
+        for (size_t b = 0; b < s.buffers.size(); ++b)
+          if (s.kernel->buffers[b].output)
+            stored[s.buffers[b]] += g.kind == FusionGroup::Kind::Concatenate ? 0 : 1;
+          else
+            ++loads;
+        if (g.kind == FusionGroup::Kind::Concatenate) stored[g.roots[0]] = 1;
+        EXPECT_LE(loads, max_buffers) << "seed " << seed << " kernel " << s.kernel->name;
+      }
+      for (const Array& o : outs)
+        if (!leaf(*o.node())) {
+          EXPECT_EQ(stored[o.node().get()], 1) << "seed " << seed;
+        }
+      for (const ArrayNode* m : plan.materialized) {
+        EXPECT_EQ(stored[m], 1) << "seed " << seed;
+      }
+      if (max_buffers == 3 && plan.materialized.size() > 1 + outs.size()) ++split_programs;
+    }
+  }
+  EXPECT_GT(split_programs, 20);  // the tight bound must actually make the planner split
 }
