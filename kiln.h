@@ -4,6 +4,7 @@
 #include "backends/registry.h"
 #include "compile/compile.h"
 #include "compile/eval.h"
+#include "compile/jobs.h"
 #include "graph/array.h"
 #include "graph/device.h"
 #include "graph/dtype.h"

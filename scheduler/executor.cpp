@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "graph/error.h"
+#include "scheduler/cancel.h"
 #include "scheduler/lanes.h"
 #include "scheduler/profile.h"
 #include "scheduler/runtime.h"
@@ -28,6 +29,7 @@ struct CallState {
   std::vector<std::exception_ptr> errors;                            // per task
   std::atomic<bool> failed{false};
   bool profiling = false;
+  std::shared_ptr<CancelToken> cancel;  // the caller's (a job's), checked before every task
 };
 
 namespace {
@@ -54,9 +56,18 @@ void record_profile(CallState& st, int t, int64_t start) {
       TaskEvent{task.name, lane->stream.device, lane->stream, start, ProfileScope::now_ns(), 0});
 }
 
+// A cancelled or overdue caller stops at the next task boundary: the task fails (and with it
+// everything that depends on it) with the reason.
+bool stopped(CallState& st, int t) {
+  std::string why;
+  if (!st.cancel || !st.cancel->stop_requested(&why)) return false;
+  record_error(st, t, std::make_exception_ptr(Error(why)));
+  return true;
+}
+
 // Starts task t. Returns an event for device work still in flight, or null when done.
 EventPtr start_task(CallState& st, int t) {
-  if (dependency_failed(st, t)) return nullptr;
+  if (dependency_failed(st, t) || stopped(st, t)) return nullptr;
   const Task& task = st.plan->tasks()[t];
   try {
     switch (task.kind) {
@@ -131,7 +142,8 @@ struct GraphInstance {
               CallState& st = *state;
               // Fast path for host tasks: the graph's edges already order this load after any
               // failure recorded by a predecessor, so a relaxed load is enough.
-              if (is_host && !st.profiling && !st.failed.load(std::memory_order_relaxed)) {
+              if (is_host && !st.profiling && !st.cancel &&
+                  !st.failed.load(std::memory_order_relaxed)) {
                 try {
                   if (host) host();
                 } catch (...) {
@@ -292,6 +304,7 @@ struct CallStateLease {
     st->buffers.clear();  // release this call's memory now
     st->storage.clear();
     st->errors.clear();
+    st->cancel.reset();
     pool().depth--;
   }
 };
@@ -381,6 +394,7 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
   bind_buffers(plan, st, inputs);
   st.errors.assign(plan.tasks().size(), nullptr);
   st.profiling = ProfileScope::active();
+  st.cancel = current_cancel_token();
 
   // Submissions to one stream run in submission order: hold each lane's order lock (in a fixed
   // order, so two submissions touching the same streams cannot deadlock).
