@@ -23,7 +23,7 @@ TSAN_TESTS ?= ^(Jobs|Streams|Executor|Placement|Profile|KernelCache|CompiledMemo
 TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tools/tsan.supp
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps configure build demo test bench clean sanitize tsan fuzz format format-check layer-check
+.PHONY: deps configure build demo test bench bench-report clean sanitize tsan fuzz format format-check layer-check
 
 deps:
 	bash tools/install-deps.sh
@@ -36,6 +36,21 @@ build: configure
 
 demo: build
 	$(BUILD)/tools/kiln demo
+	mkdir -p $(BUILD)/bench
+	$(BUILD)/tools/kiln bench --suite quick --json $(BUILD)/bench/quick.json \
+	  --html $(BUILD)/bench/report.html
+
+# The quick suite's report rendered by headless Chromium into $(BUILD)/bench/report.png, to look
+# at (Chromium comes from `tools/install-deps.sh --report`; nothing else needs it).
+bench-report: build
+	bash tools/install-deps.sh --report
+	mkdir -p $(BUILD)/bench
+	$(BUILD)/tools/kiln bench --suite quick --json $(BUILD)/bench/quick.json \
+	  --html $(BUILD)/bench/report.html $(BENCH_FLAGS)
+	python3 tools/bench/check_report.py $(BUILD)/bench/quick.json $(BUILD)/bench/report.html
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1100,3200 \
+	  --screenshot=$(abspath $(BUILD))/bench/report.png file://$(abspath $(BUILD))/bench/report.html
+	@echo "report: $(BUILD)/bench/report.html, screenshot: $(BUILD)/bench/report.png"
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900

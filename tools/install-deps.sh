@@ -17,6 +17,9 @@ packages=(
   libomp-15-dev dpkg-dev
 )
 
+# `make bench-report` renders the benchmark report in headless Chromium: only that target asks.
+if [ "${1:-}" = "--report" ]; then packages+=(chromium); fi
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

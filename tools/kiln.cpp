@@ -1,14 +1,23 @@
 // The `kiln` command: `kiln devices` lists every backend and device (available or not, and why);
-// `kiln demo` is the short showcase that `make demo` runs.
+// `kiln demo` is the short showcase that `make demo` runs; `kiln bench` runs the benchmark suite
+// on every device and writes JSON and an HTML report (tools/bench/).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
 
+#include <unistd.h>
+
+#include <ctime>
+#include <sstream>
+
 #include "kiln.h"
+#include "tools/bench/peers.h"
+#include "tools/bench/report.h"
 
 namespace {
 
@@ -123,6 +132,87 @@ int cmd_demo(const std::string& trace_path) {
   return 0;
 }
 
+struct BenchArgs {
+  std::string suite = "quick", devices = "all", json, html, python = "python3";
+  bool peers = false;
+  double seconds = 0;
+};
+
+std::vector<kiln::Device> parse_devices(const std::string& list) {
+  std::vector<kiln::Device> out;
+  if (list == "all") return out;  // every available device
+  std::stringstream ss(list);
+  for (std::string name; std::getline(ss, name, ',');)
+    if (!name.empty()) out.push_back(kiln::device(name));  // raises for unknown or unusable
+  return out;
+}
+
+// A bar on a terminal, plain lines otherwise (CI logs, pipes).
+void show_progress(size_t done, size_t total, const std::string& what) {
+  static const bool tty = ::isatty(STDERR_FILENO);
+  if (!tty) {
+    if (what != "done") std::fprintf(stderr, "[%zu/%zu] %s\n", done + 1, total, what.c_str());
+    return;
+  }
+  int width = 30, filled = total ? static_cast<int>(width * done / total) : width;
+  std::fprintf(stderr, "\r[%s%s] %3zu/%zu %-48.48s", std::string(filled, '#').c_str(),
+               std::string(width - filled, '.').c_str(), done, total, what.c_str());
+  if (what == "done") std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+std::string now_string() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
+  return buf;
+}
+
+int cmd_bench(const BenchArgs& a) {
+  namespace kb = kiln::bench;
+  kb::Options opt;
+  opt.suite = a.suite;
+  opt.devices = parse_devices(a.devices);
+  opt.seconds_per_case = a.seconds;
+  std::vector<kb::Case> cases = kb::suite(a.suite);
+  std::fprintf(stderr, "measuring the bounds (copy bandwidth, FMA peak)...\n");
+  kb::Report rep;
+  rep.machine = kb::measure_machine();
+  rep.suite = a.suite;
+  rep.date = now_string();
+  rep.results = kb::run(cases, opt, rep.machine, show_progress);
+  for (const kb::Result& r : rep.results)
+    if (std::find(rep.devices.begin(), rep.devices.end(), r.device) == rep.devices.end())
+      rep.devices.push_back(r.device);
+  if (a.peers) {
+    std::fprintf(stderr, "peers: NumPy, JAX, MLX through %s...\n", a.python.c_str());
+    kb::run_peers(cases, a.python, opt.seconds_per_case > 0 ? opt.seconds_per_case : 0.25, rep);
+  }
+  std::printf("%s, %d threads; copy %.1f GB/s, float32 FMA peak %.0f GFLOP/s (measured now)\n",
+              rep.machine.cpu.c_str(), rep.machine.threads, rep.machine.copy_gbps,
+              rep.machine.peak_gflops_f32);
+  std::printf("%-34s %-13s %-9s %11s %11s %8s\n", "case", "device", "mode", "median", "min",
+              "bound");
+  for (const kb::Result& r : rep.results) {
+    std::string c = r.name + " " + r.shape;
+    if (!r.error.empty()) {
+      std::printf("%-34.34s %-13s %-9s error: %s\n", c.c_str(), r.device.c_str(), r.mode.c_str(),
+                  r.error.c_str());
+      continue;
+    }
+    std::string bound = r.fraction > 0 ? std::to_string(int(r.fraction * 100 + 0.5)) + "%" : "-";
+    std::printf("%-34.34s %-13s %-9s %9.4f ms %8.4f ms %8s\n", c.c_str(), r.device.c_str(),
+                r.mode.c_str(), r.median_ms, r.min_ms, bound.c_str());
+  }
+  for (const kb::PeerResult& p : rep.peers)
+    std::printf("peer %-29.29s %-13s %-9s %9.4f ms %s\n", (p.name + " " + p.shape).c_str(),
+                p.peer.c_str(), p.mode.c_str(), p.median_ms, p.error.c_str());
+  for (const std::string& m : rep.peers_missing) std::printf("peer not found: %s\n", m.c_str());
+  if (!a.json.empty()) kb::write_json(rep, a.json), std::printf("wrote %s\n", a.json.c_str());
+  if (!a.html.empty()) kb::write_html(rep, a.html), std::printf("wrote %s\n", a.html.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,10 +222,21 @@ int main(int argc, char** argv) {
   auto* demo = app.add_subcommand("demo", "a short showcase on the default device");
   std::string trace;
   demo->add_option("--trace", trace, "write a Chrome trace of the demo's tasks to this file");
+  auto* bench = app.add_subcommand("bench", "run the benchmark suite on every device");
+  BenchArgs ba;
+  bench->add_option("--suite", ba.suite, "quick (under 2 minutes) or standard")
+      ->check(CLI::IsMember({"quick", "standard"}));
+  bench->add_option("--devices", ba.devices, "all, or a list such as cpu,reference");
+  bench->add_option("--json", ba.json, "write the results as JSON (schema kiln-bench/1)");
+  bench->add_option("--html", ba.html, "write a self-contained HTML report with charts");
+  bench->add_option("--seconds", ba.seconds, "time per case, device and mode (default: suite's)");
+  bench->add_flag("--peers", ba.peers, "also time NumPy, JAX and MLX on the same cases");
+  bench->add_option("--python", ba.python, "the Python --peers runs (default python3)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (*devices) return cmd_devices();
     if (*demo) return cmd_demo(trace);
+    if (*bench) return cmd_bench(ba);
   } catch (const kiln::Error& e) {
     std::cerr << "kiln: " << e.what() << "\n";
     return 1;

@@ -1,0 +1,16 @@
+// `kiln bench --peers`: runs tools/bench/peers.py (NumPy, JAX, MLX, whichever the given Python
+// can import) on the suite's cases in the same run and reads its results back.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tools/bench/report.h"
+
+namespace kiln::bench {
+
+// Fills r.peers and r.peers_missing. A Python that cannot run at all raises kiln::Error.
+void run_peers(const std::vector<Case>& cases, const std::string& python, double seconds,
+               Report& r);
+
+}  // namespace kiln::bench
