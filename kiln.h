@@ -2,6 +2,7 @@
 #pragma once
 
 #include "backends/registry.h"
+#include "compile/aot.h"
 #include "compile/compile.h"
 #include "compile/eval.h"
 #include "compile/jobs.h"

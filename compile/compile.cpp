@@ -13,6 +13,7 @@
 #include "compile/lower.h"
 #include "compile/passes.h"
 #include "compile/shapes.h"
+#include "compile/trace_cache.h"
 #include "graph/trace_state.h"
 #include "scheduler/executor.h"
 #include "scheduler/lanes.h"
@@ -25,20 +26,6 @@ std::atomic<bool> g_enabled{[] {
   const char* e = std::getenv("KILN_DISABLE_COMPILE");
   return !(e && *e && std::string(e) != "0");
 }()};
-
-// The input signature: dtypes and shapes (or only ranks when shapeless) of every input.
-struct Signature {
-  std::vector<int64_t> words;
-  uint64_t hash = 0;
-  bool operator==(const Signature& o) const { return words == o.words; }
-};
-struct SignatureHash {
-  size_t operator()(const Signature& s) const { return s.hash; }
-};
-
-// What of the inputs a signature covers: everything, ranks (shapeless), or dtypes only (the
-// key under which a shapeless trace that holds for every rank is found).
-enum class Covers { Shapes, Ranks, Dtypes };
 
 Signature signature_of(const std::vector<Array>& inputs, Covers covers) {
   Signature s;
@@ -54,26 +41,6 @@ Signature signature_of(const std::vector<Array>& inputs, Covers covers) {
   s.hash = h;
   return s;
 }
-
-// A graph lowered for one set of input shapes (not the AOT `Lowered` of DESIGN.md).
-struct ShapePlan {
-  Plan plan;
-  std::vector<Array> constants;  // plan inputs after the call inputs: captured data
-  std::vector<Shape> out_shapes;
-};
-
-// One traced signature: the simplified graph, and its lowering (one per input-shape set when
-// shapeless: the kernels take runtime extents, so every shape reuses the same compiled kernels).
-struct Entry {
-  std::vector<Array> outputs;       // simplified traced graph
-  std::vector<Array> placeholders;  // call args, then captured `inputs` state
-  size_t num_user_outputs = 0;
-  std::vector<size_t> state_output_sizes;  // per `outputs` container, as the trace left it
-  std::mutex mu;
-  std::map<std::vector<int64_t>, std::shared_ptr<ShapePlan>> lowered;  // by input shapes
-  std::shared_ptr<ShapePlan> single;  // without shapeless: the one lowering, read without a lock
-  bool any_rank = false;              // shapeless and its shapes replay for inputs of any rank
-};
 
 // A shapeless trace serves inputs of every rank when each node's shape follows from its inputs'
 // by broadcasting alone: element-wise ops over the inputs and fixed-shape values (fills, draws,
@@ -114,28 +81,6 @@ std::shared_ptr<ShapePlan> lower_entry(const std::vector<Array>& outputs,
 }
 
 }  // namespace
-
-struct CompiledFunction::Impl {
-  Fn fn;
-  CompileOptions options;
-  mutable std::shared_mutex mu;
-  mutable std::unordered_map<Signature, std::shared_ptr<Entry>, SignatureHash> cache;
-  // Shapeless traces that replay for any rank, by the inputs' count and dtypes.
-  mutable std::unordered_map<Signature, std::shared_ptr<Entry>, SignatureHash> any_rank;
-  mutable size_t traces = 0;
-
-  std::vector<Array> state_inputs() const {
-    std::vector<Array> s;
-    for (auto* v : options.inputs) s.insert(s.end(), v->begin(), v->end());
-    return s;
-  }
-
-  std::shared_ptr<Entry> trace(const std::vector<Array>& args,
-                               const std::vector<Array>& state) const;
-  std::shared_ptr<ShapePlan> lowered_for(Entry& e, const std::vector<Array>& all) const;
-  std::vector<Array> run(const Entry& entry, const ShapePlan& e, const std::vector<Array>& args,
-                         const std::vector<Array>& state) const;
-};
 
 std::shared_ptr<Entry> CompiledFunction::Impl::trace(const std::vector<Array>& args,
                                                      const std::vector<Array>& state) const {
@@ -268,6 +213,40 @@ std::vector<Array> CompiledFunction::Impl::run(const Entry& entry, const ShapePl
   return outs;
 }
 
+std::pair<std::shared_ptr<Entry>, std::shared_ptr<ShapePlan>> CompiledFunction::Impl::prepare(
+    const std::vector<Array>& args, const std::vector<Array>& state) const {
+  std::vector<Array> with_state;
+  if (!state.empty()) {
+    with_state = args;
+    with_state.insert(with_state.end(), state.begin(), state.end());
+  }
+  const std::vector<Array>& all = state.empty() ? args : with_state;
+  Signature sig = signature_of(all, options.shapeless ? Covers::Ranks : Covers::Shapes);
+  std::shared_ptr<Entry> entry;
+  {
+    std::shared_lock<std::shared_mutex> lock(mu);
+    auto it = cache.find(sig);
+    if (it != cache.end()) entry = it->second;
+  }
+  if (!entry) {
+    std::unique_lock<std::shared_mutex> lock(mu);
+    auto it = cache.find(sig);
+    Signature loose = options.shapeless ? signature_of(all, Covers::Dtypes) : Signature{};
+    auto any = any_rank.find(loose);
+    if (it != cache.end()) {
+      entry = it->second;
+    } else if (options.shapeless && any != any_rank.end()) {
+      entry = cache[sig] = any->second;  // a new rank, the same trace
+    } else {
+      entry = cache[sig] = trace(args, state);
+      ++traces;
+      if (entry->any_rank) any_rank.emplace(std::move(loose), entry);
+    }
+  }
+  std::shared_ptr<ShapePlan> lowered = lowered_for(*entry, all);
+  return {entry, lowered};
+}
+
 namespace {
 void check_made(const void* impl) {
   if (!impl)
@@ -282,35 +261,7 @@ std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& args) 
   const Impl& im = *impl_;
   if (!compile_enabled() || is_tracing()) return im.fn(args);
   std::vector<Array> state = im.state_inputs();
-  std::vector<Array> with_state;
-  if (!state.empty()) {
-    with_state = args;
-    with_state.insert(with_state.end(), state.begin(), state.end());
-  }
-  const std::vector<Array>& all = state.empty() ? args : with_state;
-  Signature sig = signature_of(all, im.options.shapeless ? Covers::Ranks : Covers::Shapes);
-  std::shared_ptr<Entry> entry;
-  {
-    std::shared_lock<std::shared_mutex> lock(im.mu);
-    auto it = im.cache.find(sig);
-    if (it != im.cache.end()) entry = it->second;
-  }
-  if (!entry) {
-    std::unique_lock<std::shared_mutex> lock(im.mu);
-    auto it = im.cache.find(sig);
-    Signature loose = im.options.shapeless ? signature_of(all, Covers::Dtypes) : Signature{};
-    auto any = im.any_rank.find(loose);
-    if (it != im.cache.end()) {
-      entry = it->second;
-    } else if (im.options.shapeless && any != im.any_rank.end()) {
-      entry = im.cache[sig] = any->second;  // a new rank, the same trace
-    } else {
-      entry = im.cache[sig] = im.trace(args, state);
-      ++im.traces;
-      if (entry->any_rank) im.any_rank.emplace(std::move(loose), entry);
-    }
-  }
-  std::shared_ptr<ShapePlan> lowered = im.lowered_for(*entry, all);
+  auto [entry, lowered] = im.prepare(args, state);
   return im.run(*entry, *lowered, args, state);
 }
 

@@ -22,6 +22,8 @@ struct CompileOptions {
   std::vector<std::vector<Array>*> outputs = {};  // implicit outputs, written back at every call
 };
 
+class Lowered;
+
 class CompiledFunction {
  public:
   // Runs the function: from the cache, or tracing it first for a new input signature. Called
@@ -31,6 +33,10 @@ class CompiledFunction {
 
   // How many times the function has been traced (each trace runs the user function once).
   size_t cache_size() const;
+
+  // Ahead of time (compile/aot.h): traces for these arguments (or takes the cached trace) and
+  // lowers, running nothing. Only the arguments' count, dtypes and shapes matter.
+  Lowered lower(const std::vector<Array>& example_args) const;
 
   struct Impl;
 

@@ -376,6 +376,13 @@ void release_graph(const Plan& plan, const std::vector<bool>& key,
 
 }  // namespace
 
+void prepare(const Plan& plan) {
+  Stream caller = current_stream();
+  std::vector<Lane*> lanes;
+  for (const LaneSpec& spec : plan.lanes()) lanes.push_back(&lane_for(resolve_lane(spec, caller)));
+  binding_for(plan, lanes);
+}
+
 RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& inputs,
                   const RunOptions& options) {
   if (inputs.size() != plan.inputs.size())

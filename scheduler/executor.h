@@ -32,4 +32,9 @@ struct RunResult {
 RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& inputs,
                   const RunOptions& options = {});
 
+// Resolves `plan`'s lanes against the calling thread's current stream and compiles every kernel
+// for its lane's device, as the first execute() from here would; a later call starts at once.
+// Kernels that fail to build are not an error here: they fail their tasks when the plan runs.
+void prepare(const Plan& plan);
+
 }  // namespace kiln

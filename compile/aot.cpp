@@ -1,0 +1,275 @@
+#include "compile/aot.h"
+
+#include <algorithm>
+#include <sstream>
+#include <unordered_map>
+
+#include "compile/graph_walk.h"
+#include "compile/trace_cache.h"
+#include "graph/error.h"
+#include "graph/trace_state.h"
+#include "scheduler/executor.h"
+
+namespace kiln {
+
+struct AotState {
+  std::shared_ptr<const CompiledFunction::Impl> impl;
+  std::shared_ptr<Entry> entry;
+  std::shared_ptr<ShapePlan> plan;  // the lowering for the example arguments' shapes
+  std::vector<Dtype> dtypes;        // of the example arguments
+  std::vector<Shape> shapes;
+};
+
+namespace {
+
+std::string type_str(Dtype d, const Shape& s) {
+  std::ostringstream os;
+  os << d << to_string(s);
+  return os.str();
+}
+
+std::string lane_label(const LaneSpec& l) {
+  if (l.origin == StreamOrigin::Default) return "caller";
+  return l.stream.device.str();
+}
+
+std::string lane_text(const LaneSpec& l) {
+  switch (l.origin) {
+    case StreamOrigin::Default: return "caller's stream (resolved at each call)";
+    case StreamOrigin::Explicit: return l.stream.str() + " (explicit)";
+    case StreamOrigin::Placement: return l.stream.device.str() + " (placement)";
+  }
+  return "?";
+}
+
+// The simplified graph, one node per line in dependency order: `%3 = add(%1, %2) : float32[4]`,
+// with `@ device (placement)` or `@ stream (explicit)` where the user pinned the node.
+std::string graph_text(const Entry& e) {
+  std::unordered_map<const ArrayNode*, int> name;
+  std::unordered_map<const ArrayNode*, int> arg;
+  for (size_t i = 0; i < e.placeholders.size(); ++i) arg[e.placeholders[i].node().get()] = int(i);
+  auto leaf = [&](const ArrayNode& n) {
+    return arg.count(&n) || n.op == Op::Placeholder || n.op == Op::Constant || n.data;
+  };
+  std::ostringstream os;
+  for (const Array& a : topological_order(e.outputs, leaf)) {
+    const ArrayNode& n = *a.node();
+    int id = static_cast<int>(name.size());
+    name[&n] = id;
+    os << "  %" << id << " = ";
+    if (auto it = arg.find(&n); it != arg.end())
+      os << "arg " << it->second;
+    else if (leaf(n))
+      os << "constant";
+    else {
+      os << primitive_name(n.op, n.params) << "(";
+      for (size_t i = 0; i < n.inputs.size(); ++i)
+        os << (i ? ", " : "") << "%" << name.at(n.inputs[i].node().get());
+      os << ")";
+    }
+    os << " : " << type_str(n.dtype, n.shape);
+    if (n.stream.origin == StreamOrigin::Placement)
+      os << " @ " << n.stream.stream.device.str() << " (placement)";
+    else if (n.stream.origin == StreamOrigin::Explicit)
+      os << " @ " << n.stream.stream.str() << " (explicit)";
+    os << "\n";
+  }
+  os << "  return";
+  for (size_t i = 0; i < e.outputs.size(); ++i)
+    os << (i ? ", " : " ") << "%" << name.at(e.outputs[i].node().get());
+  os << "\n";
+  return os.str();
+}
+
+double elements(const Kernel& k, const std::vector<int64_t>& params) {
+  double n = 1;
+  for (const Dim& d : k.domain) n *= static_cast<double>(d.eval(params.data()));
+  return n;
+}
+
+double kernel_flops(const Kernel& k, const std::vector<int64_t>& params) {
+  int ops = 0;
+  for (const Value& v : k.body)
+    if (v.kind == ValueKind::Unary || v.kind == ValueKind::Binary || v.kind == ValueKind::Select ||
+        v.kind == ValueKind::Reduce)
+      ++ops;
+  return ops * elements(k, params);
+}
+
+std::string text(const AotState& s) {
+  const Plan& plan = s.plan->plan;
+  std::ostringstream os;
+  os << "kiln lowered 1\n";
+  bool shapeless = s.impl->options.shapeless;
+  os << "signature" << (shapeless ? " shapeless" : "") << ":";
+  for (size_t i = 0; i < s.dtypes.size(); ++i)
+    os << (i ? ", " : " ") << type_str(s.dtypes[i], s.shapes[i]);
+  os << " ->";
+  for (size_t i = 0; i < s.plan->out_shapes.size(); ++i)
+    os << (i ? ", " : " ") << type_str(plan.slots()[plan.outputs[i]].dtype, s.plan->out_shapes[i]);
+  os << "\ngraph:\n" << graph_text(*s.entry);
+  os << "plan:\n" << plan.str();
+  os << "placements:\n";
+  for (size_t l = 0; l < plan.lanes().size(); ++l)
+    os << "  lane " << l << ": " << lane_text(plan.lanes()[l]) << "\n";
+  for (size_t t = 0; t < plan.tasks().size(); ++t) {
+    const Task& task = plan.tasks()[t];
+    os << "  task " << t << " " << task.name << " on " << lane_label(plan.lanes()[task.lane])
+       << "\n";
+  }
+  os << "kernels:\n";
+  for (const Task& task : plan.tasks())
+    if (task.kernel) os << task.kernel->str();
+  return os.str();
+}
+
+std::string bytes_str(double b) {
+  std::ostringstream os;
+  os.precision(3);
+  if (b >= 1 << 20)
+    os << b / (1 << 20) << " MiB";
+  else if (b >= 1 << 10)
+    os << b / (1 << 10) << " KiB";
+  else
+    os << b << " B";
+  return os.str();
+}
+
+}  // namespace
+
+Lowered CompiledFunction::lower(const std::vector<Array>& example_args) const {
+  if (!impl_)
+    throw_error(
+        "lower: this CompiledFunction is empty (default-constructed or moved from); make "
+        "one with kiln::compile(fn)");
+  if (is_tracing())
+    throw_error("lower: called while another function is being traced; lower outside any trace");
+  auto s = std::make_shared<AotState>();
+  s->impl = impl_;
+  std::vector<Array> state = impl_->state_inputs();
+  std::tie(s->entry, s->plan) = impl_->prepare(example_args, state);
+  for (const Array& a : example_args)
+    s->dtypes.push_back(a.dtype()), s->shapes.push_back(a.shape());
+  Lowered l;
+  l.s_ = std::move(s);
+  return l;
+}
+
+std::string Lowered::as_text() const { return text(*s_); }
+
+Executable Lowered::compile() const {
+  prepare(s_->plan->plan);
+  Executable e;
+  e.s_ = s_;
+  return e;
+}
+
+CostAnalysis Lowered::cost_analysis() const {
+  const Plan& plan = s_->plan->plan;
+  CostAnalysis c;
+  for (const Task& t : plan.tasks()) {
+    CostAnalysis::Device& d = c.devices[lane_label(plan.lanes()[t.lane])];
+    double read = 0, written = 0;
+    if (t.kind == TaskKind::Kernel) {
+      ++d.kernels;
+      d.flops += kernel_flops(*t.kernel, t.params);
+      for (size_t b = 0; b < t.slots.size(); ++b)
+        (t.kernel->buffers[b].output ? written : read) += plan.slots()[t.slots[b]].bytes();
+    } else if (t.kind == TaskKind::Copy) {
+      ++d.copies;
+      read = written = plan.slots()[t.slots[1]].bytes();
+    } else if (t.kind == TaskKind::Matmul) {
+      ++d.library_calls;
+      const MatmulArgs& m = t.matmul;
+      d.flops += 2.0 * m.m * m.n * m.k * std::max<size_t>(1, m.c_offsets.size());
+      read = plan.slots()[t.slots[0]].bytes() + plan.slots()[t.slots[1]].bytes();
+      written = plan.slots()[t.slots[2]].bytes();
+    }
+    d.bytes_read += read;
+    d.bytes_written += written;
+  }
+  for (const auto& [name, d] : c.devices) {
+    c.total.flops += d.flops;
+    c.total.bytes_read += d.bytes_read;
+    c.total.bytes_written += d.bytes_written;
+    c.total.kernels += d.kernels;
+    c.total.copies += d.copies;
+    c.total.library_calls += d.library_calls;
+  }
+  return c;
+}
+
+std::string CostAnalysis::str() const {
+  std::ostringstream os;
+  auto line = [&](const std::string& name, const Device& d) {
+    os << name << ": " << d.flops << " flops, " << bytes_str(d.bytes_read) << " read, "
+       << bytes_str(d.bytes_written) << " written, " << d.kernels << " kernels, " << d.copies
+       << " copies, " << d.library_calls << " library calls\n";
+  };
+  for (const auto& [name, d] : devices) line(name, d);
+  line("total", total);
+  return os.str();
+}
+
+std::vector<Array> Executable::operator()(const std::vector<Array>& args) const {
+  const AotState& s = *s_;
+  bool shapeless = s.impl->options.shapeless;
+  if (args.size() != s.dtypes.size())
+    throw_error("Executable: takes ", s.dtypes.size(), " arguments, got ", args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool same = args[i].dtype() == s.dtypes[i] &&
+                (shapeless ? args[i].ndim() == static_cast<int>(s.shapes[i].size())
+                           : args[i].shape() == s.shapes[i]);
+    if (!same)
+      throw_error("Executable: argument ", i, " is ", type_str(args[i].dtype(), args[i].shape()),
+                  "; it was lowered for ", type_str(s.dtypes[i], s.shapes[i]),
+                  shapeless ? " (shapeless: any shape of that rank)" : "",
+                  "; lower the function again for these arguments");
+  }
+  std::vector<Array> state = s.impl->state_inputs();
+  std::shared_ptr<ShapePlan> plan = s.plan;
+  if (shapeless) {
+    std::vector<Array> all = args;
+    all.insert(all.end(), state.begin(), state.end());
+    plan = s.impl->lowered_for(*s.entry, all);
+  }
+  return s.impl->run(*s.entry, *plan, args, state);
+}
+
+std::string Executable::as_text() const { return text(*s_); }
+
+MemoryAnalysis Executable::memory_analysis() const {
+  const Plan& plan = s_->plan->plan;
+  MemoryAnalysis m;
+  std::vector<bool> group_seen(plan.storage_groups(), false);
+  for (size_t i = 0; i < plan.slots().size(); ++i) {
+    const Slot& slot = plan.slots()[i];
+    std::string dev = slot.lane >= 0 ? lane_label(plan.lanes()[slot.lane]) : "host arguments";
+    MemoryAnalysis::Device& d = m.devices[dev];
+    if (slot.kind == SlotKind::Input) {
+      d.argument_bytes += slot.bytes();
+    } else if (slot.kind == SlotKind::Output) {
+      d.output_bytes += slot.bytes();
+    } else {
+      int g = plan.storage(static_cast<int>(i));
+      if (g < 0) {
+        d.temp_bytes += slot.bytes();
+      } else if (!group_seen[g]) {
+        group_seen[g] = true;
+        d.temp_bytes += plan.storage_bytes(g);
+      }
+    }
+  }
+  return m;
+}
+
+std::string MemoryAnalysis::str() const {
+  std::ostringstream os;
+  for (const auto& [name, d] : devices)
+    os << name << ": arguments " << bytes_str(double(d.argument_bytes)) << ", outputs "
+       << bytes_str(double(d.output_bytes)) << ", temporaries " << bytes_str(double(d.temp_bytes))
+       << "\n";
+  return os.str();
+}
+
+}  // namespace kiln

@@ -1,0 +1,73 @@
+// Ahead of time, as JAX's stages: `f.lower(args)` traces and lowers without running anything,
+// `Lowered::as_text()` shows the graph, the plan with its placements and every kernel, and
+// `Lowered::compile()` builds the kernels into an Executable. An Executable runs the very plan a
+// direct call of `f` runs (the same cache entry), so placements and results cannot differ
+// between the two paths, whichever way compute_on and compile are nested.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compile/compile.h"
+
+namespace kiln {
+
+struct AotState;
+
+// Work per device label: "reference:0", or "caller" for lanes that follow the caller's stream
+// (resolved at call time).
+struct CostAnalysis {
+  struct Device {
+    double flops = 0;  // element-wise operations and reductions count 1 per element; matmul 2mnk
+    double bytes_read = 0, bytes_written = 0;
+    int kernels = 0, copies = 0, library_calls = 0;
+  };
+  std::map<std::string, Device> devices;
+  Device total;
+  std::string str() const;
+};
+
+struct MemoryAnalysis {
+  struct Device {
+    size_t argument_bytes = 0;  // call inputs and captured constants
+    size_t output_bytes = 0;
+    size_t temp_bytes = 0;  // temporaries at their peak (storage shared by disjoint lifetimes)
+  };
+  std::map<std::string, Device> devices;
+  std::string str() const;
+};
+
+class Executable {
+ public:
+  // Runs with arguments of the lowered signature (same count and dtypes; same shapes, or same
+  // ranks for a shapeless function); other arguments raise kiln::Error. Captured `inputs` and
+  // `outputs` state is read and written as by a direct call.
+  std::vector<Array> operator()(const std::vector<Array>& args) const;
+  std::string as_text() const;
+  MemoryAnalysis memory_analysis() const;
+
+ private:
+  friend class Lowered;
+  std::shared_ptr<const AotState> s_;
+};
+
+class Lowered {
+ public:
+  // Stable, human-readable text: signature, graph after passes (with placements), the plan
+  // (lanes, slots, tasks), each task's device, and every kernel's Kernel IR. DESIGN.md has the
+  // grammar.
+  std::string as_text() const;
+  CostAnalysis cost_analysis() const;
+  // Builds every kernel for its lane's device (lanes that follow the caller resolve against the
+  // calling thread's current stream now; other streams build on first use).
+  Executable compile() const;
+
+ private:
+  friend class CompiledFunction;
+  std::shared_ptr<const AotState> s_;
+};
+
+}  // namespace kiln

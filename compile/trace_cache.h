@@ -1,0 +1,78 @@
+// The trace cache behind CompiledFunction, shared by a direct call and the AOT path
+// (compile/aot.h): both take the same Entry and ShapePlan for the same arguments, which is why
+// their placements and results cannot differ. Internal to compile/.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "compile/compile.h"
+#include "scheduler/plan.h"
+
+namespace kiln {
+
+// The input signature: dtypes and shapes (or only ranks when shapeless) of every input.
+struct Signature {
+  std::vector<int64_t> words;
+  uint64_t hash = 0;
+  bool operator==(const Signature& o) const { return words == o.words; }
+};
+
+// What of the inputs a signature covers: everything, ranks (shapeless), or dtypes only (the
+// key under which a shapeless trace that holds for every rank is found).
+enum class Covers { Shapes, Ranks, Dtypes };
+
+struct SignatureHash {
+  size_t operator()(const Signature& s) const { return s.hash; }
+};
+
+// A graph lowered for one set of input shapes (not the AOT `Lowered` of DESIGN.md).
+struct ShapePlan {
+  Plan plan;
+  std::vector<Array> constants;  // plan inputs after the call inputs: captured data
+  std::vector<Shape> out_shapes;
+};
+
+// One traced signature: the simplified graph, and its lowering (one per input-shape set when
+// shapeless: the kernels take runtime extents, so every shape reuses the same compiled kernels).
+struct Entry {
+  std::vector<Array> outputs;       // simplified traced graph
+  std::vector<Array> placeholders;  // call args, then captured `inputs` state
+  size_t num_user_outputs = 0;
+  std::vector<size_t> state_output_sizes;  // per `outputs` container, as the trace left it
+  std::mutex mu;
+  std::map<std::vector<int64_t>, std::shared_ptr<ShapePlan>> lowered;  // by input shapes
+  std::shared_ptr<ShapePlan> single;  // without shapeless: the one lowering, read without a lock
+  bool any_rank = false;              // shapeless and its shapes replay for inputs of any rank
+};
+
+struct CompiledFunction::Impl {
+  Fn fn;
+  CompileOptions options;
+  mutable std::shared_mutex mu;
+  mutable std::unordered_map<Signature, std::shared_ptr<Entry>, SignatureHash> cache;
+  // Shapeless traces that replay for any rank, by the inputs' count and dtypes.
+  mutable std::unordered_map<Signature, std::shared_ptr<Entry>, SignatureHash> any_rank;
+  mutable size_t traces = 0;
+
+  std::vector<Array> state_inputs() const {
+    std::vector<Array> s;
+    for (auto* v : options.inputs) s.insert(s.end(), v->begin(), v->end());
+    return s;
+  }
+
+  std::shared_ptr<Entry> trace(const std::vector<Array>& args,
+                               const std::vector<Array>& state) const;
+  std::shared_ptr<ShapePlan> lowered_for(Entry& e, const std::vector<Array>& all) const;
+  std::vector<Array> run(const Entry& entry, const ShapePlan& e, const std::vector<Array>& args,
+                         const std::vector<Array>& state) const;
+  // The trace and lowering that serve `args` (and `state`): from the cache, or traced now.
+  std::pair<std::shared_ptr<Entry>, std::shared_ptr<ShapePlan>> prepare(
+      const std::vector<Array>& args, const std::vector<Array>& state) const;
+};
+
+}  // namespace kiln
