@@ -80,16 +80,19 @@ tsan: deps
 	cd $(TSAN_BUILD) && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS) --timeout 1800 \
 	  -R '$(TSAN_TESTS)'
 
-# libFuzzer on load_npy for FUZZ_SECONDS; inputs up to 12 kB, past the 10000-byte header bound.
-# New inputs go to $(ASAN_BUILD)/fuzz-corpus, a crash to $(ASAN_BUILD)/fuzz-artifacts (add it to
-# tests/fuzz/npy_seeds with the fix).
+# libFuzzer on load_npy and on the AOT artifact reader, FUZZ_SECONDS each; npy inputs up to
+# 12 kB (past the 10000-byte header bound). New inputs go to $(ASAN_BUILD)/fuzz-corpus*, a crash
+# to $(ASAN_BUILD)/fuzz-artifacts (add it to the seeds with the fix).
 fuzz: deps
 	$(ASAN_CONFIGURE)
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target fuzz_npy
-	mkdir -p $(ASAN_BUILD)/fuzz-corpus $(ASAN_BUILD)/fuzz-artifacts
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target fuzz_npy fuzz_artifact
+	mkdir -p $(ASAN_BUILD)/fuzz-corpus $(ASAN_BUILD)/fuzz-corpus-artifact $(ASAN_BUILD)/fuzz-artifacts
 	$(ASAN_ENV) $(ASAN_BUILD)/tests/fuzz/fuzz_npy -max_total_time=$(FUZZ_SECONDS) \
 	  -dict=tests/fuzz/npy.dict -artifact_prefix=$(ASAN_BUILD)/fuzz-artifacts/ \
 	  -max_len=12288 -print_final_stats=1 $(ASAN_BUILD)/fuzz-corpus tests/fuzz/npy_seeds
+	$(ASAN_ENV) $(ASAN_BUILD)/tests/fuzz/fuzz_artifact -max_total_time=$(FUZZ_SECONDS) \
+	  -artifact_prefix=$(ASAN_BUILD)/fuzz-artifacts/ -max_len=16384 -print_final_stats=1 \
+	  $(ASAN_BUILD)/fuzz-corpus-artifact tests/fuzz/artifact_seeds
 
 CXX_SOURCES = git ls-files '*.cpp' '*.h'
 

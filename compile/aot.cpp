@@ -1,24 +1,17 @@
 #include "compile/aot.h"
 
 #include <algorithm>
+#include <fstream>
 #include <sstream>
 #include <unordered_map>
 
+#include "compile/aot_state.h"
 #include "compile/graph_walk.h"
-#include "compile/trace_cache.h"
 #include "graph/error.h"
 #include "graph/trace_state.h"
 #include "scheduler/executor.h"
 
 namespace kiln {
-
-struct AotState {
-  std::shared_ptr<const CompiledFunction::Impl> impl;
-  std::shared_ptr<Entry> entry;
-  std::shared_ptr<ShapePlan> plan;  // the lowering for the example arguments' shapes
-  std::vector<Dtype> dtypes;        // of the example arguments
-  std::vector<Shape> shapes;
-};
 
 namespace {
 
@@ -96,18 +89,20 @@ double kernel_flops(const Kernel& k, const std::vector<int64_t>& params) {
   return ops * elements(k, params);
 }
 
-std::string text(const AotState& s) {
+}  // namespace
+
+std::string lowered_text(const AotState& s) {
   const Plan& plan = s.plan->plan;
   std::ostringstream os;
   os << "kiln lowered 1\n";
-  bool shapeless = s.impl->options.shapeless;
+  bool shapeless = s.shapeless;
   os << "signature" << (shapeless ? " shapeless" : "") << ":";
   for (size_t i = 0; i < s.dtypes.size(); ++i)
     os << (i ? ", " : " ") << type_str(s.dtypes[i], s.shapes[i]);
   os << " ->";
   for (size_t i = 0; i < s.plan->out_shapes.size(); ++i)
     os << (i ? ", " : " ") << type_str(plan.slots()[plan.outputs[i]].dtype, s.plan->out_shapes[i]);
-  os << "\ngraph:\n" << graph_text(*s.entry);
+  os << "\ngraph:\n" << s.graph;
   os << "plan:\n" << plan.str();
   os << "placements:\n";
   for (size_t l = 0; l < plan.lanes().size(); ++l)
@@ -122,6 +117,8 @@ std::string text(const AotState& s) {
     if (task.kernel) os << task.kernel->str();
   return os.str();
 }
+
+namespace {
 
 std::string bytes_str(double b) {
   std::ostringstream os;
@@ -150,12 +147,14 @@ Lowered CompiledFunction::lower(const std::vector<Array>& example_args) const {
   std::tie(s->entry, s->plan) = impl_->prepare(example_args, state);
   for (const Array& a : example_args)
     s->dtypes.push_back(a.dtype()), s->shapes.push_back(a.shape());
+  s->shapeless = impl_->options.shapeless;
+  s->graph = graph_text(*s->entry);
   Lowered l;
   l.s_ = std::move(s);
   return l;
 }
 
-std::string Lowered::as_text() const { return text(*s_); }
+std::string Lowered::as_text() const { return lowered_text(*s_); }
 
 Executable Lowered::compile() const {
   prepare(s_->plan->plan);
@@ -213,22 +212,24 @@ std::string CostAnalysis::str() const {
 
 std::vector<Array> Executable::operator()(const std::vector<Array>& args) const {
   const AotState& s = *s_;
-  bool shapeless = s.impl->options.shapeless;
+  bool any_shape = s.shapeless && s.impl;  // a loaded artifact runs the shapes it was saved for
   if (args.size() != s.dtypes.size())
     throw_error("Executable: takes ", s.dtypes.size(), " arguments, got ", args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     bool same = args[i].dtype() == s.dtypes[i] &&
-                (shapeless ? args[i].ndim() == static_cast<int>(s.shapes[i].size())
+                (any_shape ? args[i].ndim() == static_cast<int>(s.shapes[i].size())
                            : args[i].shape() == s.shapes[i]);
     if (!same)
       throw_error("Executable: argument ", i, " is ", type_str(args[i].dtype(), args[i].shape()),
                   "; it was lowered for ", type_str(s.dtypes[i], s.shapes[i]),
-                  shapeless ? " (shapeless: any shape of that rank)" : "",
-                  "; lower the function again for these arguments");
+                  any_shape ? " (shapeless: any shape of that rank)" : "",
+                  s.impl ? "; lower the function again for these arguments"
+                         : "; a loaded artifact runs the shapes it was saved with");
   }
+  if (!s.impl) return run_plan(*s.plan, args);
   std::vector<Array> state = s.impl->state_inputs();
   std::shared_ptr<ShapePlan> plan = s.plan;
-  if (shapeless) {
+  if (any_shape) {
     std::vector<Array> all = args;
     all.insert(all.end(), state.begin(), state.end());
     plan = s.impl->lowered_for(*s.entry, all);
@@ -236,7 +237,38 @@ std::vector<Array> Executable::operator()(const std::vector<Array>& args) const 
   return s.impl->run(*s.entry, *plan, args, state);
 }
 
-std::string Executable::as_text() const { return text(*s_); }
+std::string Executable::as_text() const { return lowered_text(*s_); }
+
+std::string Executable::artifact() const { return artifact_text(*s_); }
+
+void Executable::save(const std::string& path) const {
+  std::string text = artifact();
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw_error("save: cannot write ", path, "; give a path in a writable folder");
+}
+
+Executable Executable::load(const std::string& path, const DeviceMap& remap) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error("Executable::load: cannot open ", path);
+  std::string text;
+  char buf[65536];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(in.gcount()));
+    if (text.size() > (size_t(1) << 32))
+      throw_error("Executable::load: ", path, " is over 4 GiB; it is not a Kiln artifact");
+  }
+  Executable e;
+  e.s_ = read_artifact(text, path, remap);
+  return e;
+}
+
+Executable Executable::from_artifact(std::string_view text, const DeviceMap& remap) {
+  Executable e;
+  e.s_ = read_artifact(text, "artifact", remap);
+  return e;
+}
 
 MemoryAnalysis Executable::memory_analysis() const {
   const Plan& plan = s_->plan->plan;

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compile/compile.h"
@@ -40,6 +41,9 @@ struct MemoryAnalysis {
   std::string str() const;
 };
 
+// Device names in an artifact mapped to devices of this machine: {{"opencl:0", "cpu:0"}}.
+using DeviceMap = std::map<std::string, std::string>;
+
 class Executable {
  public:
   // Runs with arguments of the lowered signature (same count and dtypes; same shapes, or same
@@ -48,6 +52,18 @@ class Executable {
   std::vector<Array> operator()(const std::vector<Array>& args) const;
   std::string as_text() const;
   MemoryAnalysis memory_analysis() const;
+
+  // The artifact: "kiln artifact 1", the text form, what running needs beyond it (task kinds,
+  // launch values, captured constants) and a checksum. A function with captured inputs/outputs
+  // state cannot be saved (kiln::Error). load(save(e)).as_text() == e.as_text().
+  std::string artifact() const;
+  void save(const std::string& path) const;
+  // Runs in any process without the C++ function; kernels come from the disk cache or are built
+  // from their IR. A truncated, damaged, edited or other-version file raises kiln::Error with
+  // line:column and what was expected; work placed on a device this machine lacks raises unless
+  // `remap` names a replacement.
+  static Executable load(const std::string& path, const DeviceMap& remap = {});
+  static Executable from_artifact(std::string_view text, const DeviceMap& remap = {});
 
  private:
   friend class Lowered;

@@ -173,11 +173,7 @@ std::shared_ptr<ShapePlan> CompiledFunction::Impl::lowered_for(
   return l;
 }
 
-std::vector<Array> CompiledFunction::Impl::run(const Entry& entry, const ShapePlan& e,
-                                               const std::vector<Array>& args,
-                                               const std::vector<Array>& state) const {
-  std::vector<Array> inputs = args;
-  inputs.insert(inputs.end(), state.begin(), state.end());
+std::vector<Array> run_plan(const ShapePlan& e, const std::vector<Array>& inputs) {
   std::vector<Array> unevaluated;
   for (const Array& a : inputs)
     if (!a.is_evaluated()) unevaluated.push_back(a);
@@ -201,6 +197,15 @@ std::vector<Array> CompiledFunction::Impl::run(const Entry& entry, const ShapePl
     if (r.errors[i]) out.node()->error = r.errors[i];
     outs.push_back(out);
   }
+  return outs;
+}
+
+std::vector<Array> CompiledFunction::Impl::run(const Entry& entry, const ShapePlan& e,
+                                               const std::vector<Array>& args,
+                                               const std::vector<Array>& state) const {
+  std::vector<Array> inputs = args;
+  inputs.insert(inputs.end(), state.begin(), state.end());
+  std::vector<Array> outs = run_plan(e, inputs);
   // Write the captured outputs back, then hand the user outputs to the caller.
   // Each container gets exactly what the trace wrote into it, whatever its size is now.
   auto at = outs.begin() + static_cast<long>(entry.num_user_outputs);

@@ -50,6 +50,10 @@ struct Entry {
   bool any_rank = false;              // shapeless and its shapes replay for inputs of any rank
 };
 
+// Runs a lowering with `inputs` (call arguments, then captured state) bound to its plan inputs,
+// the captured constants after them; outputs live on the lanes that made them.
+std::vector<Array> run_plan(const ShapePlan& e, const std::vector<Array>& inputs);
+
 struct CompiledFunction::Impl {
   Fn fn;
   CompileOptions options;

@@ -2,7 +2,11 @@
 // call in every nesting of compute_on and compile (the JAX #27825 class of bug), on every device
 // this machine has; the text shows placements; cost and memory analyses add up; misuse raises.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "test_util.h"
 
@@ -193,4 +197,150 @@ TEST(Aot, MisuseRaises) {
   CompiledFunction empty;
   expect_error([&] { empty.lower({x}); }, {"empty"});
   EXPECT_EQ(e({x})[0].shape(), (Shape{4, 8}));  // still usable
+}
+
+namespace {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+// An artifact with its checksum recomputed, as a careful hand edit would leave it: the parser
+// behind the checksum must still reject what does not add up.
+std::string rechecksum(std::string text) {
+  size_t at = text.rfind("\nchecksum ");
+  std::string body = text.substr(0, at + 1);
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(body)));
+  return body + "checksum " + buf + "\n";
+}
+
+// A function with a pinned part, a captured constant, a matmul and a reduction.
+CompiledFunction rich_function(Device pin) {
+  Array w = random::normal({8, 3}, float32, random::key(11));
+  eval(w);
+  return compile([pin, w](const std::vector<Array>& in) {
+    Array h = compute_on(pin, [](const Array& a) { return exp(a) * 0.5f; })(in[0]);
+    return std::vector<Array>{matmul(h, w) + 1.0f, sum(h, -1)};
+  });
+}
+
+}  // namespace
+
+TEST(Artifact, RoundTripsAndRunsLikeTheOriginal) {
+  Array x = input();
+  for (const Device& pin : available_devices()) {
+    CompiledFunction f = rich_function(pin);
+    Executable e = f.lower({x}).compile();
+    Executable back = Executable::from_artifact(e.artifact());
+    EXPECT_EQ(back.as_text(), e.as_text());
+    EXPECT_EQ(back.artifact(), e.artifact());
+    auto a = run_profiled([&] { return e({x}); });
+    auto b = run_profiled([&] { return back({x}); });
+    EXPECT_EQ(a, b) << pin;
+    std::string path = std::string(KILN_TEST_DATA_DIR) + "/rich.kiln";
+    e.save(path);
+    EXPECT_EQ(Executable::load(path).as_text(), e.as_text());
+  }
+}
+
+TEST(Artifact, EveryDamagedFileRaisesWithItsPlace) {
+  Array x = input();
+  std::string good = rich_function(device("reference")).lower({x}).compile().artifact();
+  // Truncated anywhere, one byte changed anywhere: a kiln::Error, never a crash.
+  for (size_t cut = 0; cut + 1 < good.size(); cut += 7)  // (the last newline is optional)
+    EXPECT_THROW(Executable::from_artifact(good.substr(0, cut)), Error) << "cut at " << cut;
+  for (size_t at = 0; at < good.size(); at += 5) {
+    std::string bad = good;
+    bad[at] = bad[at] == 'x' ? 'y' : 'x';
+    EXPECT_THROW(Executable::from_artifact(bad), Error) << "byte " << at;
+    // With a fresh checksum the edit reaches the parser, which must reject it, except inside
+    // the graph section: that is documentation the checksum protects and running never reads.
+    bool in_graph = at > good.find("\ngraph:\n") && at < good.find("\nplan:\n");
+    if (at > good.rfind("\nchecksum ")) continue;  // rechecksum() rewrites that line
+    if (!in_graph) {
+      EXPECT_THROW(Executable::from_artifact(rechecksum(bad)), Error) << "byte " << at;
+    } else {
+      try {
+        Executable::from_artifact(rechecksum(bad));
+      } catch (const Error&) {
+      }
+    }
+  }
+  expect_error([&] { Executable::from_artifact("kiln artifact 2\n"); },
+               {"artifact:1:1", "version 1"});
+  expect_error([&] { Executable::from_artifact(good.substr(0, good.size() / 2)); },
+               {"checksum", "truncated"});
+  std::string edited = good;
+  edited.replace(edited.find("slot 0: float32[32]"), 19, "slot 0: float32[33]");
+  expect_error([&] { Executable::from_artifact(rechecksum(edited)); }, {"artifact:", "input 0"});
+  expect_error([&] { Executable::load("/nonexistent/x.kiln"); }, {"cannot open"});
+}
+
+TEST(Artifact, DevicesTheMachineLacksMustBeRemapped) {
+  Array x = input();
+  std::string text = rich_function(device("reference")).lower({x}).compile().artifact();
+  std::string elsewhere = text;
+  for (size_t at; (at = elsewhere.find("reference:0")) != std::string::npos;)
+    elsewhere.replace(at, 11, "nosuchdev:0");
+  elsewhere = rechecksum(elsewhere);
+  expect_error([&] { Executable::from_artifact(elsewhere); }, {"nosuchdev:0", "remap"});
+  Executable moved = Executable::from_artifact(elsewhere, {{"nosuchdev:0", "cpu:0"}});
+  auto got = run_profiled([&] { return moved({x}); });
+  auto want = run_profiled([&] { return rich_function(device("cpu"))({x}); });
+  EXPECT_TRUE(ran_on(got.second, "cpu:0"));
+  EXPECT_FALSE(ran_on(got.second, "nosuchdev:0"));
+  for (size_t i = 0; i < want.first.size(); ++i) EXPECT_NEAR(got.first[i], want.first[i], 1e-4);
+  expect_error(
+      [&] {
+        Executable::from_artifact(elsewhere, {{"nosuchdev:0", "nope:3"}});
+      },
+      {"cannot remap", "nope:3"});
+}
+
+#ifdef KILN_CLI_PATH
+TEST(Artifact, RunsInASecondProcessWithTheSameOutput) {
+  Array x = input();
+  std::string dir = KILN_TEST_DATA_DIR;
+  Executable e = rich_function(device("reference")).lower({x}).compile();
+  e.save(dir + "/second.kiln");
+  save_npy(dir + "/second_x.npy", x);
+  std::string cmd = std::string(KILN_CLI_PATH) + " run " + dir + "/second.kiln -i " + dir +
+                    "/second_x.npy -o " + dir + "/second_y0.npy -o " + dir +
+                    "/second_y1.npy --device cpu > " + dir + "/second.log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::vector<Array> here;
+  {
+    StreamScope scope(device("cpu"));
+    here = e({x});
+  }
+  EXPECT_EQ(load_npy(dir + "/second_y0.npy").to_vector<float>(), here[0].to_vector<float>());
+  EXPECT_EQ(load_npy(dir + "/second_y1.npy").to_vector<float>(), here[1].to_vector<float>());
+  std::string inspect = std::string(KILN_CLI_PATH) + " inspect --dot " + dir + "/second.kiln > " +
+                        dir + "/second.dot";
+  ASSERT_EQ(std::system(inspect.c_str()), 0);
+  std::ifstream dot(dir + "/second.dot");
+  std::stringstream ss;
+  ss << dot.rdbuf();
+  EXPECT_NE(ss.str().find("digraph kiln"), std::string::npos);
+  EXPECT_NE(ss.str().find("reference:0"), std::string::npos);
+}
+#endif
+
+// The artifact fuzzer's seeds (examples/aot.cpp writes them) load, run and round-trip.
+TEST(Artifact, SeedArtifactsLoadAndRoundTrip) {
+  int loaded = 0;
+  for (const char* name : {"pinned", "matmul_softmax", "shapeless"}) {
+    std::string path =
+        std::string(KILN_SOURCE_DIR) + "/tests/fuzz/artifact_seeds/" + name + ".kiln";
+    Executable e = Executable::load(path);
+    EXPECT_EQ(Executable::from_artifact(e.artifact()).as_text(), e.as_text()) << name;
+    std::vector<Array> args;
+    for (int i = 0; i < (std::string(name) == "shapeless" ? 2 : 1); ++i) args.push_back(input());
+    EXPECT_FALSE(e(args).empty()) << name;
+    ++loaded;
+  }
+  EXPECT_EQ(loaded, 3);
 }

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include <unistd.h>
 
@@ -132,6 +133,83 @@ int cmd_demo(const std::string& trace_path) {
   return 0;
 }
 
+// `kiln inspect ART [--dot]`: the artifact's text form, or its task DAG for Graphviz with one
+// colour per device.
+int cmd_inspect(const std::string& path, bool dot) {
+  kiln::Executable e = kiln::Executable::load(path);
+  if (!dot) {
+    std::printf("%s", e.as_text().c_str());
+    return 0;
+  }
+  // The "plan:" and "placements:" sections name every task and its device.
+  std::istringstream text(e.as_text());
+  std::vector<std::string> names, devices;
+  std::vector<std::vector<int>> deps;
+  std::string line;
+  bool in_plan = false, in_places = false;
+  while (std::getline(text, line)) {
+    if (line == "plan:" || line == "placements:" || line == "kernels:")
+      in_plan = line == "plan:", in_places = line == "placements:";
+    else if (in_plan && line.rfind("task ", 0) == 0) {
+      std::string name = line.substr(line.find(": ") + 2);
+      names.push_back(name.substr(0, name.find(" lane ")));
+      std::vector<int> d;
+      std::string list = line.substr(line.rfind("deps(") + 5);
+      std::istringstream ds(list.substr(0, list.size() - 1));
+      for (std::string x; std::getline(ds, x, ',');)
+        if (!x.empty()) d.push_back(std::stoi(x));
+      deps.push_back(d);
+    } else if (in_places && line.rfind("  task ", 0) == 0) {
+      devices.push_back(line.substr(line.rfind(" on ") + 4));
+    }
+  }
+  const char* palette[] = {"#9ec2ea", "#f3c190", "#a4d8b1", "#cdb4e6", "#f4a6a6"};
+  std::map<std::string, int> colour;
+  std::printf("digraph kiln {\n  node [shape=box, style=filled, fontname=sans];\n");
+  for (size_t t = 0; t < names.size(); ++t) {
+    const std::string& dev = t < devices.size() ? devices[t] : "?";
+    int c = colour.emplace(dev, static_cast<int>(colour.size())).first->second;
+    std::printf("  t%zu [label=\"%s\\n%s\", fillcolor=\"%s\"];\n", t, names[t].c_str(), dev.c_str(),
+                palette[c % 5]);
+    for (int d : deps[t]) std::printf("  t%d -> t%zu;\n", d, t);
+  }
+  std::printf("}\n");
+  return 0;
+}
+
+// `kiln run ART -i x.npy ... -o out.npy ...`: placements kept, everything else on --device.
+int cmd_run(const std::string& path, const std::vector<std::string>& ins,
+            const std::vector<std::string>& outs, const std::string& dev, const std::string& trace,
+            const std::vector<std::string>& remaps) {
+  using namespace kiln;
+  DeviceMap remap;
+  for (const std::string& m : remaps) {
+    size_t eq = m.find('=');
+    if (eq == std::string::npos)
+      throw Error("kiln run: --remap takes FROM=TO (opencl:0=cpu:0), got '" + m + "'");
+    remap[m.substr(0, eq)] = m.substr(eq + 1);
+  }
+  Executable e = Executable::load(path, remap);
+  std::optional<StreamScope> scope;
+  if (!dev.empty()) scope.emplace(device(dev));
+  std::vector<Array> args;
+  for (const std::string& i : ins) args.push_back(load_npy(i));
+  std::optional<ProfileScope> prof;
+  if (!trace.empty()) prof.emplace();
+  std::vector<Array> results = e(args);
+  eval(results);
+  if (outs.size() != results.size())
+    throw Error("kiln run: the artifact returns " + std::to_string(results.size()) +
+                " outputs; give as many -o files (got " + std::to_string(outs.size()) + ")");
+  for (size_t i = 0; i < outs.size(); ++i) save_npy(outs[i], results[i]);
+  if (prof) {
+    prof->write_chrome_trace(trace);
+    for (const TaskEvent& t : prof->events())
+      std::printf("%s on %s\n", t.name.c_str(), t.stream.str().c_str());
+  }
+  return 0;
+}
+
 struct BenchArgs {
   std::string suite = "quick", devices = "all", json, html, python = "python3";
   bool peers = false;
@@ -232,11 +310,27 @@ int main(int argc, char** argv) {
   bench->add_option("--seconds", ba.seconds, "time per case, device and mode (default: suite's)");
   bench->add_flag("--peers", ba.peers, "also time NumPy, JAX and MLX on the same cases");
   bench->add_option("--python", ba.python, "the Python --peers runs (default python3)");
+  auto* inspect = app.add_subcommand("inspect", "print an AOT artifact (its text form)");
+  std::string art;
+  bool dot = false;
+  inspect->add_option("artifact", art, "a file Executable::save wrote")->required();
+  inspect->add_flag("--dot", dot, "the task DAG for Graphviz, devices as colours");
+  auto* run = app.add_subcommand("run", "run an AOT artifact on .npy inputs");
+  std::string run_art, run_device, run_trace;
+  std::vector<std::string> run_in, run_out, run_remap;
+  run->add_option("artifact", run_art, "a file Executable::save wrote")->required();
+  run->add_option("-i,--input", run_in, "an input .npy, in argument order");
+  run->add_option("-o,--output", run_out, "where each output goes (.npy)");
+  run->add_option("--device", run_device, "the device for work not placed by the artifact");
+  run->add_option("--profile", run_trace, "write a Chrome trace of the tasks run");
+  run->add_option("--remap", run_remap, "FROM=TO: run the artifact's FROM work on TO");
   CLI11_PARSE(app, argc, argv);
   try {
     if (*devices) return cmd_devices();
     if (*demo) return cmd_demo(trace);
     if (*bench) return cmd_bench(ba);
+    if (*inspect) return cmd_inspect(art, dot);
+    if (*run) return cmd_run(run_art, run_in, run_out, run_device, run_trace, run_remap);
   } catch (const kiln::Error& e) {
     std::cerr << "kiln: " << e.what() << "\n";
     return 1;
