@@ -65,6 +65,9 @@ TEST(Aot, PinnedPartKeepsItsDeviceOnEveryPathAndEveryCaller) {
       auto direct = run_profiled([&] { return f({x}); });
       Executable exe = f.lower({x}).compile();
       auto aot = run_profiled([&] { return exe({x}); });
+      Executable loaded = Executable::from_artifact(exe.artifact());
+      auto saved = run_profiled([&] { return loaded({x}); });
+      EXPECT_EQ(saved, aot) << "pin " << pin << " caller " << caller;
       EXPECT_EQ(direct.first, aot.first) << "pin " << pin << " caller " << caller;
       EXPECT_EQ(direct.second, aot.second) << "pin " << pin << " caller " << caller;
       EXPECT_TRUE(ran_on(aot.second, pin.str())) << "the pinned part left " << pin;
@@ -90,7 +93,12 @@ TEST(Aot, BothWrapperOrdersGiveTheSamePlacementsDirectAndAheadOfTime) {
       auto b1 = run_profiled([&] { return compute_on(d, plain)(std::vector<Array>{x}); });
       Executable e2 = plain.lower({x}).compile();
       auto b2 = run_profiled([&] { return compute_on(d, e2)(std::vector<Array>{x}); });
-      for (const auto* r : {&a2, &b1, &b2}) {
+      // ... and the same executables saved and loaded back.
+      Executable l1 = Executable::from_artifact(e1.artifact());
+      Executable l2 = Executable::from_artifact(e2.artifact());
+      auto a3 = run_profiled([&] { return l1({x}); });
+      auto b3 = run_profiled([&] { return compute_on(d, l2)(std::vector<Array>{x}); });
+      for (const auto* r : {&a2, &b1, &b2, &a3, &b3}) {
         EXPECT_EQ(r->first, a1.first) << d << " from " << caller;
         EXPECT_EQ(r->second, a1.second) << d << " from " << caller;
       }
