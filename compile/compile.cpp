@@ -13,6 +13,7 @@
 #include "compile/lower.h"
 #include "compile/passes.h"
 #include "compile/shapes.h"
+#include "graph/array_node.h"
 #include "graph/trace_state.h"
 #include "scheduler/executor.h"
 #include "scheduler/lanes.h"
@@ -141,8 +142,8 @@ std::shared_ptr<Entry> CompiledFunction::Impl::trace(const std::vector<Array>& a
                                                      const std::vector<Array>& state) const {
   uint64_t first_traced_id = next_node_id();  // nodes made from here on belong to the trace
   auto placeholder = [](const Array& a) {
-    return Array(a.shape(), a.dtype(), Op::Placeholder, {}, {},
-                 ResolvedStream{current_stream(), StreamOrigin::Default});
+    return make_array(a.shape(), a.dtype(), Op::Placeholder, {}, {},
+                      ResolvedStream{current_stream(), StreamOrigin::Default});
   };
   std::vector<Array> ph_args, ph_state;
   for (const Array& a : args) ph_args.push_back(placeholder(a));
@@ -238,8 +239,8 @@ std::vector<Array> CompiledFunction::Impl::run(const Entry& entry, const ShapePl
     if (!a.is_evaluated()) unevaluated.push_back(a);
   if (!unevaluated.empty()) eval(unevaluated);
   std::vector<std::shared_ptr<Buffer>> buffers;
-  for (const Array& a : inputs) buffers.push_back(a.buffer());
-  for (const Array& c : e.constants) buffers.push_back(c.buffer());
+  for (const Array& a : inputs) buffers.push_back(array_buffer(a));
+  for (const Array& c : e.constants) buffers.push_back(array_buffer(c));
 
   RunResult r = execute(e.plan, buffers);
   Stream caller = current_stream();
@@ -252,7 +253,7 @@ std::vector<Array> CompiledFunction::Impl::run(const Entry& entry, const ShapePl
     }
     const Shape& shape = e.out_shapes[i];
     Stream st = s.lane >= 0 ? resolve_lane(e.plan.lanes()[s.lane], caller) : caller;
-    Array out(shape, s.dtype, r.outputs[i], ResolvedStream{st, StreamOrigin::Default});
+    Array out = make_array(shape, s.dtype, r.outputs[i], ResolvedStream{st, StreamOrigin::Default});
     if (r.errors[i]) out.node()->error = r.errors[i];
     outs.push_back(out);
   }

@@ -1,5 +1,6 @@
 #include "graph/ops.h"
 
+#include "graph/array_node.h"
 #include "graph/element.h"
 #include "graph/trace_state.h"
 
@@ -15,7 +16,8 @@ namespace {
 Array make(Shape shape, Dtype dtype, Op op, Params p, std::vector<Array> inputs,
            const StreamOrDevice& s) {
   checked_nbytes(shape, dtype, op_name(op));  // a result too large to address is refused here
-  return Array(std::move(shape), dtype, op, std::move(p), std::move(inputs), resolve_stream(s));
+  return make_array(std::move(shape), dtype, op, std::move(p), std::move(inputs),
+                    resolve_stream(s));
 }
 
 Array cast_if(const Array& a, Dtype d, const StreamOrDevice& s) {
@@ -126,7 +128,7 @@ Array array_from_bytes(const void* data, size_t nbytes, Shape shape, Dtype dtype
   ResolvedStream rs = resolve_stream(s);
   auto buf = std::make_shared<HostBuffer>(nbytes, rs.stream.device);
   if (nbytes) buf->write(data, 0, nbytes);
-  return Array(std::move(shape), dtype, std::move(buf), rs);
+  return make_array(std::move(shape), dtype, std::move(buf), rs);
 }
 
 template <typename T, typename>

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "graph/array_node.h"
 #include "graph/ops.h"
 
 namespace kiln::random {
@@ -27,7 +28,7 @@ Array draw(RandomDist dist, const Shape& shape, Dtype dtype, std::optional<Key> 
   Params p;
   p.dist = dist;
   p.key = k ? *k : next_key();
-  return Array(shape, dtype, Op::Random, p, {}, resolve_stream(s));
+  return make_array(shape, dtype, Op::Random, p, {}, resolve_stream(s));
 }
 }  // namespace
 

@@ -5,8 +5,7 @@
 #include <climits>
 #include <cmath>
 
-#include "backends/backend.h"
-#include "backends/registry.h"
+#include "backends/extension.h"
 #include "kiln.h"
 #include "test_util.h"
 
