@@ -104,5 +104,7 @@ using StreamSynchronizer = void (*)(const Stream&);  // waits for a stream's wor
 void set_device_checker(DeviceChecker f);
 void set_stream_synchronizer(StreamSynchronizer f);
 void check_device(const Device& d);
+// check_device, and that `s` is a device's default stream or was made by new_stream.
+void check_stream(const Stream& s);
 
 }  // namespace kiln

@@ -20,7 +20,7 @@ uint64_t mix(uint64_t z) {
 
 Array draw(RandomDist dist, const Shape& shape, Dtype dtype, std::optional<Key> k,
            const StreamOrDevice& s, const char* op) {
-  check_shape(shape, op);
+  checked_nbytes(shape, dtype, op);  // a draw too large to address is refused here
   if (!dtype.is_float())
     throw_error(op, ": dtype ", dtype,
                 " is not valid (random draws need a float dtype: float16, bfloat16, float32, "
