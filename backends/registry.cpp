@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "backends/reference/reference.h"
+#include "graph/device_hooks.h"
 #include "graph/error.h"
 #ifdef KILN_HAVE_CPU_BACKEND
 #include "backends/cpu/cpu_backend.h"

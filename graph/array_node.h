@@ -12,6 +12,7 @@
 
 #include "graph/array.h"
 #include "graph/buffer.h"
+#include "graph/device_hooks.h"
 #include "graph/primitives.h"
 
 namespace kiln {

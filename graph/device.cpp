@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "graph/device_hooks.h"
 #include "graph/error.h"
 #include "graph/trace_state.h"
 

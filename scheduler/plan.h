@@ -14,7 +14,7 @@
 
 #include "backends/backend.h"
 #include "backends/kernel_ir.h"
-#include "graph/device.h"
+#include "graph/device_hooks.h"
 
 namespace kiln {
 

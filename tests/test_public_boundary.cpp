@@ -1,8 +1,9 @@
 // The public boundary, checked from a translation unit that includes only kiln.h, as a user's
 // does: the user API is all there, and the library's state is not. Array nodes are opaque (their
 // data, error and evaluation flags are unreachable), backends, Kernel IR and plans are not
-// declared, and ProfileScope keeps the executor's side private. The compile-fail checks in
-// tests/boundary/ (run by ctest) cover what a static_assert cannot name, such as register_backend.
+// declared, stream resolution and the device hooks are internal, and ProfileScope keeps the
+// executor's side private. The compile-fail checks in tests/boundary/ (run by ctest) cover
+// what a static_assert cannot name, such as register_backend.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -19,6 +20,7 @@ struct Kernel;
 class Plan;
 class Buffer;
 struct PlanRuntime;
+struct ResolvedStream;
 }  // namespace kiln
 
 namespace {
@@ -86,6 +88,7 @@ static_assert(!is_complete<kiln::Kernel>::value, "Kernel IR belongs to backends/
 static_assert(!is_complete<kiln::Buffer>::value, "Buffer belongs to backends/extension.h");
 static_assert(!is_complete<kiln::Plan>::value, "Plan is internal to the library");
 static_assert(!is_complete<kiln::PlanRuntime>::value, "PlanRuntime is internal to the executor");
+static_assert(!is_complete<kiln::ResolvedStream>::value, "stream resolution is internal");
 
 static_assert(has_events<kiln::ProfileScope>::value, "control: ProfileScope::events() is public");
 static_assert(!has_record<kiln::ProfileScope>::value, "recording is the executor's side");
