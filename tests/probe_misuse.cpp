@@ -695,6 +695,21 @@ PROBE(cache_dir_not_creatable) {
   ::setenv("KILN_CACHE_DIR", "/proc/self/kiln-cannot-be-here", 1);
   expect_cached_computation();
 }
+// Without KILN_CACHE_DIR the cache goes under XDG_CACHE_HOME, then HOME.
+void default_cache_case(const char* var) {
+  std::string base = scratch(std::string("home-") + var);
+  ::unsetenv("KILN_CACHE_DIR");
+  ::unsetenv("XDG_CACHE_HOME");
+  ::setenv(var, base.c_str(), 1);
+  in_subprocess([] { cached_computation().to_vector<float>(); });  // its exit flushes the cache
+  bool found = false;
+  for (auto& e : fs::recursive_directory_iterator(base)) found = found || e.is_regular_file();
+  expect(found, std::string("no cache entry under $") + var + " = " + base);
+  expect_cached_computation();
+}
+PROBE(cache_under_xdg_cache_home) { default_cache_case("XDG_CACHE_HOME"); }
+PROBE(cache_under_home) { default_cache_case("HOME"); }
+
 PROBE_ENV(kernel_cache_budget_garbage, "KILN_KERNEL_CACHE_MB=lots") {
   try {
     expect_cached_computation();
@@ -1078,6 +1093,9 @@ PROBE(arrays_on_two_devices_combine) {
 
 // ---- evaluation and profiling --------------------------------------------------------------
 
+PROBE(null_array_handle) {
+  raises([] { Array a(std::shared_ptr<ArrayNode>{}); }, {"null"});
+}
 PROBE(eval_nothing) { eval(std::vector<Array>{}); }
 PROBE(eval_same_array_twice) {
   Array a = exp(zeros({2}));
