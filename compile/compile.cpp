@@ -45,10 +45,11 @@ Signature signature_of(const std::vector<Array>& inputs, Covers covers) {
   Signature s;
   s.words.reserve(2 + 4 * inputs.size());
   s.words.push_back(static_cast<int64_t>(inputs.size()));
-  for (const Array& a : inputs) {
-    s.words.push_back(static_cast<int64_t>(a.dtype().kind));
-    if (covers != Covers::Dtypes) s.words.push_back(a.ndim());
-    if (covers == Covers::Shapes) s.words.insert(s.words.end(), a.shape().begin(), a.shape().end());
+  for (const Array& a : inputs) {  // node fields directly: this runs at every call
+    const ArrayNode& n = *a.node();
+    s.words.push_back(static_cast<int64_t>(n.dtype.kind));
+    if (covers != Covers::Dtypes) s.words.push_back(static_cast<int64_t>(n.shape.size()));
+    if (covers == Covers::Shapes) s.words.insert(s.words.end(), n.shape.begin(), n.shape.end());
   }
   uint64_t h = 0xcbf29ce484222325ULL;
   for (int64_t w : s.words) h = (h ^ static_cast<uint64_t>(w)) * 0x100000001b3ULL;
@@ -206,8 +207,9 @@ std::shared_ptr<ShapePlan> CompiledFunction::Impl::lowered_for(
   if (e.single) return e.single;
   std::vector<int64_t> key;
   for (const Array& a : all) {
-    key.push_back(a.ndim());
-    key.insert(key.end(), a.shape().begin(), a.shape().end());
+    const Shape& shape = a.node()->shape;
+    key.push_back(static_cast<int64_t>(shape.size()));
+    key.insert(key.end(), shape.begin(), shape.end());
   }
   std::lock_guard<std::mutex> lock(e.mu);
   auto it = e.lowered.find(key);
@@ -236,7 +238,7 @@ std::vector<Array> CompiledFunction::Impl::run(const Entry& entry, const ShapePl
   inputs.insert(inputs.end(), state.begin(), state.end());
   std::vector<Array> unevaluated;
   for (const Array& a : inputs)
-    if (!a.is_evaluated()) unevaluated.push_back(a);
+    if (!a.node()->ready.load(std::memory_order_acquire)) unevaluated.push_back(a);
   if (!unevaluated.empty()) eval(unevaluated);
   std::vector<std::shared_ptr<Buffer>> buffers;
   for (const Array& a : inputs) buffers.push_back(array_buffer(a));
