@@ -1,4 +1,4 @@
-// The misuse probe: 100+ ways a user can misuse Kiln's public API (kiln.h only), each run in its
+// The misuse probe: 200+ ways a user can misuse Kiln's public API (kiln.h only), each run in its
 // own forked process so that one crash cannot hide the others. A case passes when its outcome is
 // the expected one: a kiln::Error whose message names the problem, or the NumPy-like result.
 // It fails when it crashes (any signal, including sanitizer aborts), hangs (PROBE_TIMEOUT
