@@ -1,7 +1,9 @@
-// Kiln's public API in one include. See README.md for a tour and DESIGN.md for the contract.
+// Kiln's public API in one include: arrays, ops, dtypes, devices and streams, compile, random,
+// .npy I/O and profiling. See README.md for a tour and DESIGN.md for the contract. Backend
+// authors include backends/extension.h as well; the library's internals are in neither.
 #pragma once
 
-#include "backends/registry.h"
+#include "backends/devices.h"
 #include "compile/aot.h"
 #include "compile/compile.h"
 #include "compile/eval.h"

@@ -10,18 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "backends/devices.h"
 #include "backends/kernel_ir.h"
 #include "graph/buffer.h"
 #include "graph/device.h"
 
 namespace kiln {
-
-struct DeviceInfo {
-  Device device;
-  std::string description;  // "PoCL 3.1 pthread-skylake", "LLVM 15 ORC JIT, 2 threads"
-  bool available = false;
-  std::string reason;  // why not available
-};
 
 // Completion of enqueued device work. Callbacks may run on a driver thread; they must be cheap
 // and must not block.

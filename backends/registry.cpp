@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "backends/reference/reference.h"
+#include "graph/device_hooks.h"
 #include "graph/error.h"
 #ifdef KILN_HAVE_CPU_BACKEND
 #include "backends/cpu/cpu_backend.h"
@@ -24,39 +25,53 @@ struct Registry {
   std::mutex mu;
   std::map<std::string, Entry> entries;
   std::vector<std::string> order;
+  std::once_flag builtins;
 
-  Registry() {
-    add("cpu",
-#ifdef KILN_HAVE_CPU_BACKEND
-        make_cpu_backend(), "");
-#else
-        nullptr, "the cpu backend (LLVM 15 ORC JIT) is not built into this Kiln");
-#endif
-    add("opencl", nullptr, "the opencl backend is not built into this Kiln yet");
-    add("vulkan", nullptr, "the vulkan backend is not built into this Kiln yet");
-    add("reference", make_reference_backend(), "");
+  // A backend that is known but not built into this Kiln: listed by devices() with the reason.
+  void add_missing(const std::string& name, const std::string& why) {
+    Entry e;
+    e.missing_reason = why;
+    e.devices = {DeviceInfo{Device{name, 0}, name, false, why}};
+    add_entry(name, std::move(e));
   }
 
-  void add(const std::string& name, std::shared_ptr<Backend> b, const std::string& why) {
-    Entry e;
-    e.backend = std::move(b);
-    e.missing_reason = why;
-    if (e.backend) {
-      try {
-        e.devices = e.backend->devices();
-      } catch (const std::exception& ex) {
-        e.devices = {DeviceInfo{Device{name, 0}, name, false, ex.what()}};
-      }
-    } else {
-      e.devices = {DeviceInfo{Device{name, 0}, name, false, why}};
-    }
+  void add_entry(const std::string& name, Entry e) {
     entries[name] = std::move(e);
     order.push_back(name);
   }
 };
 
+// True on the thread that is registering the built-ins: their register_backend calls must not
+// wait for the built-ins to be registered.
+thread_local bool t_registering_builtins = false;
+
+// The built-in backends, registered as a plugin registers (register_backend), in the order
+// devices() lists them.
+void register_builtins(Registry& r) {
+  struct Flag {  // RAII, so that a throwing built-in leaves the flag clear
+    Flag() { t_registering_builtins = true; }
+    ~Flag() { t_registering_builtins = false; }
+  } flag;
+#ifdef KILN_HAVE_CPU_BACKEND
+  register_backend(make_cpu_backend());
+#else
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.add_missing("cpu", "the cpu backend (LLVM 15 ORC JIT) is not built into this Kiln");
+  }
+#endif
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.add_missing("opencl", "the opencl backend is not built into this Kiln yet");
+    r.add_missing("vulkan", "the vulkan backend is not built into this Kiln yet");
+  }
+  register_backend(make_reference_backend());
+}
+
+// The registry, with the built-ins registered before anyone else can look or add.
 Registry& registry() {
   static Registry r;
+  if (!t_registering_builtins) std::call_once(r.builtins, [&] { register_builtins(r); });
   return r;
 }
 
@@ -114,12 +129,23 @@ Backend& backend_for(const Device& d) {
 
 void register_backend(std::shared_ptr<Backend> backend) {
   if (!backend) throw_error("register_backend: null backend");
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
   std::string name = backend->name();
+  if (name.empty() || name.find(':') != std::string::npos)
+    throw_error("register_backend: invalid backend name '", name,
+                "' (a non-empty name without ':', as in device(\"name:0\"))");
+  Registry& r = registry();
+  // Devices are enumerated once, outside the lock (a driver may take its time).
+  Entry e;
+  try {
+    e.devices = backend->devices();
+  } catch (const std::exception& ex) {
+    e.devices = {DeviceInfo{Device{name, 0}, name, false, ex.what()}};
+  }
+  e.backend = std::move(backend);
+  std::lock_guard<std::mutex> lock(r.mu);
   if (r.entries.count(name))
     throw_error("register_backend: a backend named '", name, "' already exists");
-  r.add(name, std::move(backend), "");
+  r.add_entry(name, std::move(e));
 }
 
 }  // namespace kiln

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "gelu_loop.h"
+#include "graph/array_node.h"
 #include "kiln.h"
 
 using namespace kiln;
@@ -89,7 +90,7 @@ void BM_GeluHandLoop(benchmark::State& state) {
   oneapi::tbb::global_control threads(oneapi::tbb::global_control::max_allowed_parallelism,
                                       state.range(1));
   const Array& x = input(state.range(0));
-  const float* in = static_cast<const float*>(x.buffer()->host_ptr());
+  const float* in = static_cast<const float*>(array_buffer(x)->host_ptr());
   std::vector<float> out(state.range(0));
   timed(state, label("hand_loop", state.range(0), state.range(1)),
         [&] { gelu_loop(in, out.data(), state.range(0)); });
@@ -99,7 +100,7 @@ void BM_Copy(benchmark::State& state) {
   oneapi::tbb::global_control threads(oneapi::tbb::global_control::max_allowed_parallelism,
                                       state.range(1));
   const Array& x = input(state.range(0));
-  const float* in = static_cast<const float*>(x.buffer()->host_ptr());
+  const float* in = static_cast<const float*>(array_buffer(x)->host_ptr());
   std::vector<float> out(state.range(0));
   timed(state, label("copy", state.range(0), state.range(1)),
         [&] { copy_loop(in, out.data(), state.range(0)); });

@@ -25,6 +25,7 @@
 #include "backends/cpu/buffer_pool.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/jit.h"
+#include "backends/extension.h"
 #include "graph/float16.h"
 #include "kiln.h"
 

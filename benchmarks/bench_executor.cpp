@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 
+#include "graph/device_hooks.h"
 #include "kiln.h"
 #include "scheduler/executor.h"
 

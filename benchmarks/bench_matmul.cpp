@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "backends/cpu/matmul.h"
+#include "backends/extension.h"
 #include "kiln.h"
 
 namespace {

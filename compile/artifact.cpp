@@ -7,6 +7,7 @@
 
 #include "backends/kernel_text.h"
 #include "compile/aot_state.h"
+#include "graph/array_node.h"
 #include "graph/error.h"
 #include "graph/ops.h"
 

@@ -14,6 +14,7 @@
 #include "compile/passes.h"
 #include "compile/shapes.h"
 #include "compile/trace_cache.h"
+#include "graph/array_node.h"
 #include "graph/trace_state.h"
 #include "scheduler/executor.h"
 #include "scheduler/lanes.h"
@@ -31,10 +32,11 @@ Signature signature_of(const std::vector<Array>& inputs, Covers covers) {
   Signature s;
   s.words.reserve(2 + 4 * inputs.size());
   s.words.push_back(static_cast<int64_t>(inputs.size()));
-  for (const Array& a : inputs) {
-    s.words.push_back(static_cast<int64_t>(a.dtype().kind));
-    if (covers != Covers::Dtypes) s.words.push_back(a.ndim());
-    if (covers == Covers::Shapes) s.words.insert(s.words.end(), a.shape().begin(), a.shape().end());
+  for (const Array& a : inputs) {  // node fields directly: this runs at every call
+    const ArrayNode& n = *a.node();
+    s.words.push_back(static_cast<int64_t>(n.dtype.kind));
+    if (covers != Covers::Dtypes) s.words.push_back(static_cast<int64_t>(n.shape.size()));
+    if (covers == Covers::Shapes) s.words.insert(s.words.end(), n.shape.begin(), n.shape.end());
   }
   uint64_t h = 0xcbf29ce484222325ULL;
   for (int64_t w : s.words) h = (h ^ static_cast<uint64_t>(w)) * 0x100000001b3ULL;
@@ -86,8 +88,8 @@ std::shared_ptr<Entry> CompiledFunction::Impl::trace(const std::vector<Array>& a
                                                      const std::vector<Array>& state) const {
   uint64_t first_traced_id = next_node_id();  // nodes made from here on belong to the trace
   auto placeholder = [](const Array& a) {
-    return Array(a.shape(), a.dtype(), Op::Placeholder, {}, {},
-                 ResolvedStream{current_stream(), StreamOrigin::Default});
+    return make_array(a.shape(), a.dtype(), Op::Placeholder, {}, {},
+                      ResolvedStream{current_stream(), StreamOrigin::Default});
   };
   std::vector<Array> ph_args, ph_state;
   for (const Array& a : args) ph_args.push_back(placeholder(a));
@@ -150,8 +152,9 @@ std::shared_ptr<ShapePlan> CompiledFunction::Impl::lowered_for(
   if (e.single) return e.single;
   std::vector<int64_t> key;
   for (const Array& a : all) {
-    key.push_back(a.ndim());
-    key.insert(key.end(), a.shape().begin(), a.shape().end());
+    const Shape& shape = a.node()->shape;
+    key.push_back(static_cast<int64_t>(shape.size()));
+    key.insert(key.end(), shape.begin(), shape.end());
   }
   std::lock_guard<std::mutex> lock(e.mu);
   auto it = e.lowered.find(key);
@@ -176,11 +179,11 @@ std::shared_ptr<ShapePlan> CompiledFunction::Impl::lowered_for(
 std::vector<Array> run_plan(const ShapePlan& e, const std::vector<Array>& inputs) {
   std::vector<Array> unevaluated;
   for (const Array& a : inputs)
-    if (!a.is_evaluated()) unevaluated.push_back(a);
+    if (!a.node()->ready.load(std::memory_order_acquire)) unevaluated.push_back(a);
   if (!unevaluated.empty()) eval(unevaluated);
   std::vector<std::shared_ptr<Buffer>> buffers;
-  for (const Array& a : inputs) buffers.push_back(a.buffer());
-  for (const Array& c : e.constants) buffers.push_back(c.buffer());
+  for (const Array& a : inputs) buffers.push_back(array_buffer(a));
+  for (const Array& c : e.constants) buffers.push_back(array_buffer(c));
 
   RunResult r = execute(e.plan, buffers);
   Stream caller = current_stream();
@@ -193,7 +196,7 @@ std::vector<Array> run_plan(const ShapePlan& e, const std::vector<Array>& inputs
     }
     const Shape& shape = e.out_shapes[i];
     Stream st = s.lane >= 0 ? resolve_lane(e.plan.lanes()[s.lane], caller) : caller;
-    Array out(shape, s.dtype, r.outputs[i], ResolvedStream{st, StreamOrigin::Default});
+    Array out = make_array(shape, s.dtype, r.outputs[i], ResolvedStream{st, StreamOrigin::Default});
     if (r.errors[i]) out.node()->error = r.errors[i];
     outs.push_back(out);
   }

@@ -3,6 +3,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "graph/array_node.h"
+
 namespace kiln {
 
 namespace {

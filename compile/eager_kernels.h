@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "compile/fuse.h"
+#include "graph/array_node.h"
 
 namespace kiln {
 

@@ -7,6 +7,7 @@
 
 #include "compile/graph_walk.h"
 #include "compile/lower.h"
+#include "graph/array_node.h"
 #include "graph/trace_state.h"
 #include "scheduler/executor.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "compile/view.h"
-#include "graph/array.h"
+#include "graph/array_node.h"
 
 namespace kiln {
 

@@ -2,6 +2,8 @@
 
 #include <unordered_set>
 
+#include "graph/array_node.h"
+
 namespace kiln {
 
 std::vector<Array> topological_order(const std::vector<Array>& roots,

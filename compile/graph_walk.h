@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "graph/array.h"
+#include "graph/array_node.h"
 
 namespace kiln {
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "compile/eval.h"
+#include "graph/device_hooks.h"
 #include "graph/error.h"
 #include "scheduler/cancel.h"
 

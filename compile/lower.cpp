@@ -9,6 +9,7 @@
 #include "compile/fuse.h"
 #include "compile/graph_walk.h"
 #include "compile/view.h"
+#include "graph/array_node.h"
 
 namespace kiln {
 

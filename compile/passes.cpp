@@ -6,6 +6,7 @@
 
 #include "compile/eval.h"
 #include "compile/graph_walk.h"
+#include "graph/array_node.h"
 
 namespace kiln {
 
@@ -92,7 +93,7 @@ class Simplifier {
       in.push_back(map_.at(x.node().get()));
       changed = changed || !in.back().same(x);
     }
-    Array cur = changed ? Array(n.shape, n.dtype, n.op, n.params, in, n.stream) : a;
+    Array cur = changed ? make_array(n.shape, n.dtype, n.op, n.params, in, n.stream) : a;
     if (auto s = algebra(cur)) {
       stats_->simplified++;
       return *s;
@@ -161,7 +162,8 @@ class Simplifier {
     }
     if (n.op == Op::Broadcast || n.op == Op::Reshape) {
       const ArrayNode& x = *n.inputs[0].node();
-      if (x.op == n.op) return Array(n.shape, n.dtype, n.op, n.params, {x.inputs[0]}, n.stream);
+      if (x.op == n.op)
+        return make_array(n.shape, n.dtype, n.op, n.params, {x.inputs[0]}, n.stream);
     }
     return std::nullopt;
   }
@@ -176,13 +178,13 @@ class Simplifier {
     if (n.inputs.empty() && n.op != Op::Full && n.op != Op::Arange) return std::nullopt;
     if (n.op == Op::Full && shape_size(n.shape) > 1) return std::nullopt;  // kernels fill fast
     ResolvedStream ref{Stream{0, Device{"reference", 0}}, StreamOrigin::Explicit};
-    Array probe(n.shape, n.dtype, n.op, n.params, n.inputs, ref);
+    Array probe = make_array(n.shape, n.dtype, n.op, n.params, n.inputs, ref);
     try {
       eval(probe);
     } catch (const Error&) {
       return std::nullopt;  // leave it to run (and fail) where the user asked
     }
-    return Array(n.shape, n.dtype, probe.buffer(), n.stream);
+    return make_array(n.shape, n.dtype, array_buffer(probe), n.stream);
   }
 
   PassStats local_;

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "compile/graph_walk.h"
+#include "graph/array_node.h"
 #include "graph/ops.h"
 
 namespace kiln {
@@ -146,7 +147,7 @@ std::vector<Array> replay_shapes(const std::vector<Array>& outputs,
   new_inputs.clear();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Array& a = inputs[i];
-    Array ph(shapes[i], a.dtype(), Op::Placeholder, {}, {}, a.node()->stream);
+    Array ph = make_array(shapes[i], a.dtype(), Op::Placeholder, {}, {}, a.node()->stream);
     map.emplace(a.node().get(), ph);
     new_inputs.push_back(ph);
   }
@@ -160,7 +161,7 @@ std::vector<Array> replay_shapes(const std::vector<Array>& outputs,
     }
     std::vector<Array> in;
     for (const Array& x : n.inputs) in.push_back(map.at(x.node().get()));
-    map.emplace(&n, Array(infer(n, in), n.dtype, n.op, n.params, in, n.stream));
+    map.emplace(&n, make_array(infer(n, in), n.dtype, n.op, n.params, in, n.stream));
   }
   std::vector<Array> out;
   for (const Array& o : outputs) out.push_back(map.at(o.node().get()));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compile/compile.h"
+#include "graph/array_node.h"
 #include "scheduler/plan.h"
 
 namespace kiln {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "graph/array_node.h"
 #include "graph/element.h"
 #include "graph/trace_state.h"
 
@@ -32,30 +33,46 @@ ArrayNode::~ArrayNode() {
   }
 }
 
-Array::Array(Shape shape, Dtype dtype, Op op, Params params, std::vector<Array> inputs,
-             ResolvedStream stream)
-    : node_(std::make_shared<ArrayNode>()) {
-  node_->shape = std::move(shape);
-  node_->dtype = dtype;
-  node_->op = op;
-  node_->params = std::move(params);
-  node_->inputs = std::move(inputs);
-  node_->stream = std::move(stream);
+Array::Array(std::shared_ptr<ArrayNode> node) : node_(std::move(node)) {
+  if (!node_) throw_error("Array: a null node handle (make arrays with the ops in ops.h)");
 }
 
-Array::Array(Shape shape, Dtype dtype, std::shared_ptr<Buffer> data, ResolvedStream stream)
-    : node_(std::make_shared<ArrayNode>()) {
-  node_->shape = std::move(shape);
-  node_->dtype = dtype;
-  node_->op = Op::Constant;
-  node_->data = std::move(data);
-  node_->stream = std::move(stream);
-  node_->ready.store(true, std::memory_order_release);
+Array make_array(Shape shape, Dtype dtype, Op op, Params params, std::vector<Array> inputs,
+                 ResolvedStream stream) {
+  auto n = std::make_shared<ArrayNode>();
+  n->shape = std::move(shape);
+  n->dtype = dtype;
+  n->op = op;
+  n->params = std::move(params);
+  n->inputs = std::move(inputs);
+  n->stream = std::move(stream);
+  return Array(std::move(n));
 }
 
+Array make_array(Shape shape, Dtype dtype, std::shared_ptr<Buffer> data, ResolvedStream stream) {
+  auto n = std::make_shared<ArrayNode>();
+  n->shape = std::move(shape);
+  n->dtype = dtype;
+  n->op = Op::Constant;
+  n->data = std::move(data);
+  n->stream = std::move(stream);
+  n->ready.store(true, std::memory_order_release);
+  return Array(std::move(n));
+}
+
+const Shape& Array::shape() const { return node_->shape; }
 int64_t Array::shape(int axis) const {
   return node_->shape[normalize_axis(axis, ndim(), "Array::shape")];
 }
+Dtype Array::dtype() const { return node_->dtype; }
+int Array::ndim() const { return static_cast<int>(node_->shape.size()); }
+int64_t Array::size() const { return shape_size(node_->shape); }
+size_t Array::nbytes() const { return static_cast<size_t>(size()) * node_->dtype.size(); }
+Stream Array::stream() const { return node_->stream.stream; }
+Device Array::device() const { return node_->stream.stream.device; }
+bool Array::is_evaluated() const { return node_->ready.load(std::memory_order_acquire); }
+bool Array::is_placeholder() const { return node_->op == Op::Placeholder; }
+uint64_t Array::id() const { return node_->id; }
 
 void set_eval_hook(EvalHook hook) { g_eval_hook.store(hook); }
 
@@ -71,14 +88,14 @@ void eval_implicitly(const Array& a) {
   hook({a});
 }
 
-const std::shared_ptr<Buffer>& Array::buffer() const {
-  eval_implicitly(*this);
-  if (node_->error) std::rethrow_exception(node_->error);
-  return node_->data;
+const std::shared_ptr<Buffer>& array_buffer(const Array& a) {
+  eval_implicitly(a);
+  if (a.node()->error) std::rethrow_exception(a.node()->error);
+  return a.node()->data;
 }
 
 void read_data(const Array& a, void* dst) {
-  const auto& buf = a.buffer();
+  const auto& buf = array_buffer(a);
   if (a.nbytes() > 0) buf->read(dst, 0, a.nbytes());
 }
 

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "graph/device_hooks.h"
 #include "graph/error.h"
 #include "graph/trace_state.h"
 
@@ -133,7 +134,20 @@ Stream new_stream(const Device& d) {
   return Stream{++s.stream_counts[d], d};
 }
 
+void check_stream(const Stream& s) {
+  check_device(s.device);
+  if (s.index == 0) return;
+  auto& d = defaults();
+  std::lock_guard<std::mutex> lock(d.mu);
+  auto it = d.stream_counts.find(s.device);
+  int count = it == d.stream_counts.end() ? 0 : it->second;
+  if (s.index < 0 || s.index > count)
+    throw_error(s, " does not exist: ", s.device, " has streams 0 to ", count,
+                " (make streams with new_stream(device); 0 is default_stream(device))");
+}
+
 void synchronize(const Stream& s) {
+  check_stream(s);
   if (auto f = g_synchronizer.load()) f(s);
 }
 void synchronize() { synchronize(default_stream(default_device())); }
@@ -151,7 +165,7 @@ std::optional<Device> current_placement() {
 
 ResolvedStream resolve_stream(const StreamOrDevice& s) {
   if (auto* st = std::get_if<Stream>(&s)) {
-    check_device(st->device);
+    check_stream(*st);
     return {*st, StreamOrigin::Explicit};
   }
   if (auto* d = std::get_if<Device>(&s)) return {default_stream(*d), StreamOrigin::Explicit};
@@ -167,7 +181,7 @@ ResolvedStream resolve_stream(const StreamOrDevice& s) {
 int scope_depth() { return static_cast<int>(t_scopes.size()); }
 
 StreamScope::StreamScope(const Stream& s) {
-  check_device(s.device);
+  check_stream(s);
   t_scopes.push_back({s, false});
 }
 StreamScope::~StreamScope() { t_scopes.pop_back(); }

@@ -1,6 +1,6 @@
-// Devices, streams and placement as the graph layer sees them: plain values plus the calling
-// thread's defaults. Which backends exist is the backends layer's business; it installs a checker
-// here (set_device_checker) so that device("foo") can be rejected with the list of valid names.
+// Devices, streams and placement as users see them: plain values plus the calling thread's
+// defaults. How ops resolve their stream, and the hooks higher layers install (device checks,
+// synchronisation), are the library's own: graph/device_hooks.h.
 #pragma once
 
 #include <functional>
@@ -51,18 +51,6 @@ void synchronize();                 // the default stream of the default device
 // The last argument of every op, as in MLX: nothing (the caller's default), a stream or a device.
 using StreamOrDevice = std::variant<std::monostate, Stream, Device>;
 
-// How an op's stream was chosen. A compiled function keeps Explicit and Placement and resolves
-// Default again at every call; that is what keeps streams from freezing at the first trace.
-enum class StreamOrigin { Default, Explicit, Placement };
-
-struct ResolvedStream {
-  Stream stream;
-  StreamOrigin origin = StreamOrigin::Default;
-};
-
-// Resolves an op's StreamOrDevice against the calling thread's scopes.
-ResolvedStream resolve_stream(const StreamOrDevice& s);
-
 // The calling thread's current default stream: innermost StreamScope, else the innermost
 // PlacementScope's device's default stream, else the default device's default stream.
 Stream current_stream();
@@ -97,12 +85,5 @@ auto compute_on(Device d, F f) {
     return f(std::forward<decltype(args)>(args)...);
   };
 }
-
-// Hooks installed by higher layers (graph cannot include them).
-using DeviceChecker = void (*)(const Device&);       // throws kiln::Error if unusable
-using StreamSynchronizer = void (*)(const Stream&);  // waits for a stream's work
-void set_device_checker(DeviceChecker f);
-void set_stream_synchronizer(StreamSynchronizer f);
-void check_device(const Device& d);
 
 }  // namespace kiln

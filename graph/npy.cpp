@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "graph/array_node.h"
 #include "graph/npy_header.h"
 #include "graph/ops.h"
 

@@ -1,5 +1,6 @@
 #include "graph/ops.h"
 
+#include "graph/array_node.h"
 #include "graph/element.h"
 #include "graph/trace_state.h"
 
@@ -15,7 +16,8 @@ namespace {
 Array make(Shape shape, Dtype dtype, Op op, Params p, std::vector<Array> inputs,
            const StreamOrDevice& s) {
   checked_nbytes(shape, dtype, op_name(op));  // a result too large to address is refused here
-  return Array(std::move(shape), dtype, op, std::move(p), std::move(inputs), resolve_stream(s));
+  return make_array(std::move(shape), dtype, op, std::move(p), std::move(inputs),
+                    resolve_stream(s));
 }
 
 Array cast_if(const Array& a, Dtype d, const StreamOrDevice& s) {
@@ -119,14 +121,15 @@ Array reduce_axis(ReduceOp op, const Array& a, int axis, bool keepdims, const St
 
 Array array_from_bytes(const void* data, size_t nbytes, Shape shape, Dtype dtype,
                        StreamOrDevice s) {
-  size_t expect = checked_nbytes(shape, dtype, "array");
+  size_t expect = checked_nbytes(shape, dtype, "array_from_bytes");
   if (nbytes != expect)
-    throw_error("array: ", nbytes, " bytes given for shape ", shape, " of ", dtype, " (needs ",
-                expect, ")");
+    throw_error("array_from_bytes: ", nbytes, " bytes given for shape ", shape, " of ", dtype,
+                " (needs ", expect, ")");
+  if (nbytes && !data) throw_error("array_from_bytes: null data for ", nbytes, " bytes");
   ResolvedStream rs = resolve_stream(s);
   auto buf = std::make_shared<HostBuffer>(nbytes, rs.stream.device);
   if (nbytes) buf->write(data, 0, nbytes);
-  return Array(std::move(shape), dtype, std::move(buf), rs);
+  return make_array(std::move(shape), dtype, std::move(buf), rs);
 }
 
 template <typename T, typename>
@@ -141,6 +144,7 @@ Array array(const std::vector<T>& values, Shape shape, StreamOrDevice s) {
 
 template <typename T>
 Array array(const std::vector<T>& values, Shape shape, Dtype dtype, StreamOrDevice s) {
+  check_dtype(dtype, "array");
   check_shape(shape, "array");
   if (static_cast<int64_t>(values.size()) != shape_size(shape))
     throw_error("array: ", values.size(), " values given for shape ", shape, ", which holds ",
@@ -189,6 +193,7 @@ Array zeros_like(const Array& a, StreamOrDevice s) { return zeros(a.shape(), a.d
 Array ones_like(const Array& a, StreamOrDevice s) { return ones(a.shape(), a.dtype(), s); }
 
 Array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice s) {
+  check_dtype(dtype, "arange");
   if (step == 0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(stop))
     throw_error("arange: start ", start, ", stop ", stop, ", step ", step,
                 " must be finite with a non-zero step");

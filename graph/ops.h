@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "graph/array.h"
+#include "graph/scalar.h"
 
 namespace kiln {
 

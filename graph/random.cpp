@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "graph/array_node.h"
 #include "graph/ops.h"
 
 namespace kiln::random {
@@ -19,7 +20,7 @@ uint64_t mix(uint64_t z) {
 
 Array draw(RandomDist dist, const Shape& shape, Dtype dtype, std::optional<Key> k,
            const StreamOrDevice& s, const char* op) {
-  check_shape(shape, op);
+  checked_nbytes(shape, dtype, op);  // a draw too large to address is refused here
   if (!dtype.is_float())
     throw_error(op, ": dtype ", dtype,
                 " is not valid (random draws need a float dtype: float16, bfloat16, float32, "
@@ -27,7 +28,7 @@ Array draw(RandomDist dist, const Shape& shape, Dtype dtype, std::optional<Key> 
   Params p;
   p.dist = dist;
   p.key = k ? *k : next_key();
-  return Array(shape, dtype, Op::Random, p, {}, resolve_stream(s));
+  return make_array(shape, dtype, Op::Random, p, {}, resolve_stream(s));
 }
 }  // namespace
 

@@ -87,10 +87,14 @@ void check_shape(const Shape& s, const char* op) {
     throw_error(op, ": shape ", s, " has more than 2^62 elements (the most an array may hold)");
 }
 
-size_t checked_nbytes(const Shape& s, Dtype d, const char* op) {
+void check_dtype(Dtype d, const char* op) {
   if (d.size() == 0)  // a Dtype made from a number that is no kind: never reaches a kernel
     throw_error(op, ": unknown dtype (kind ", static_cast<int>(d.kind),
                 "); use the constants in graph/dtype.h or dtype_from_name()");
+}
+
+size_t checked_nbytes(const Shape& s, Dtype d, const char* op) {
+  check_dtype(d, op);
   check_shape(s, op);
   int64_t n = bounded_product(s, static_cast<int64_t>(d.size()));
   if (n < 0)

@@ -35,6 +35,8 @@ inline constexpr int64_t kMaxArrayBytes = int64_t{1} << 62;
 
 // Raises when any extent is negative or the element count overflows kMaxArrayBytes.
 void check_shape(const Shape& s, const char* op);
+// Raises (naming `op`) for a Dtype whose kind is none of Kiln's (made from a number).
+void check_dtype(Dtype d, const char* op);
 // The bytes an array of this shape and dtype holds; raises (naming `op`) when any extent is
 // negative or the byte size exceeds kMaxArrayBytes. Every size computation goes through here.
 size_t checked_nbytes(const Shape& s, Dtype d, const char* op);

@@ -10,7 +10,7 @@
 #include "graph/error.h"
 #include "scheduler/cancel.h"
 #include "scheduler/lanes.h"
-#include "scheduler/profile.h"
+#include "scheduler/profile_record.h"
 #include "scheduler/runtime.h"
 
 namespace kiln {
@@ -52,8 +52,8 @@ void record_error(CallState& st, int t, std::exception_ptr e) {
 void record_profile(CallState& st, int t, int64_t start) {
   const Task& task = st.plan->tasks()[t];
   Lane* lane = st.lanes[task.lane];
-  ProfileScope::record(
-      TaskEvent{task.name, lane->stream.device, lane->stream, start, ProfileScope::now_ns(), 0});
+  profile_record(
+      TaskEvent{task.name, lane->stream.device, lane->stream, start, profile_now_ns(), 0});
 }
 
 // A cancelled or overdue caller stops at the next task boundary: the task fails (and with it
@@ -105,7 +105,7 @@ EventPtr start_task(CallState& st, int t) {
 
 // Runs task t to completion on the calling thread (the direct path).
 void run_task_blocking(CallState& st, int t) {
-  int64_t t0 = st.profiling ? ProfileScope::now_ns() : 0;
+  int64_t t0 = st.profiling ? profile_now_ns() : 0;
   EventPtr ev = start_task(st, t);
   if (ev) {
     try {
@@ -151,7 +151,7 @@ struct GraphInstance {
                 }
                 return;
               }
-              int64_t t0 = st.profiling ? ProfileScope::now_ns() : 0;
+              int64_t t0 = st.profiling ? profile_now_ns() : 0;
               start_task(st, t);
               if (st.profiling && !st.aliased_copy[t]) record_profile(st, t, t0);
             });
@@ -162,7 +162,7 @@ struct GraphInstance {
         using Async = flow::async_node<std::pair<EventPtr, int64_t>, flow::continue_msg>;
         auto starter = std::make_unique<flow::continue_node<std::pair<EventPtr, int64_t>>>(
             g, [this, t](const flow::continue_msg&) {
-              int64_t t0 = state->profiling ? ProfileScope::now_ns() : 0;
+              int64_t t0 = state->profiling ? profile_now_ns() : 0;
               return std::make_pair(start_task(*state, t), t0);
             });
         auto waiter = std::make_unique<Async>(
@@ -206,6 +206,11 @@ struct GraphInstance {
 
 PlanRuntime::PlanRuntime() = default;
 PlanRuntime::~PlanRuntime() = default;
+
+// The one way to a plan's executor-owned caches (Plan keeps them private).
+struct PlanRuntimeAccess {
+  static PlanRuntime& of(const Plan& plan) { return *plan.runtime_; }
+};
 
 namespace {
 
@@ -261,7 +266,7 @@ void compile_kernels(const Plan& plan, const std::vector<Lane*>& lanes, PlanRunt
 // A kernel that fails to build fails its task (and what depends on it), not the whole call;
 // such a binding is not cached, so the next call tries again.
 std::shared_ptr<const Binding> binding_for(const Plan& plan, const std::vector<Lane*>& lanes) {
-  PlanRuntime& rt = plan.runtime();
+  PlanRuntime& rt = PlanRuntimeAccess::of(plan);
   std::lock_guard<std::mutex> lock(rt.mu);
   for (const auto& b : rt.bindings)
     if (b->lanes == lanes) return b;
@@ -354,7 +359,7 @@ void bind_buffers(const Plan& plan, CallState& st,
 }
 
 std::unique_ptr<GraphInstance> acquire_graph(const Plan& plan, const std::vector<bool>& key) {
-  PlanRuntime& rt = plan.runtime();
+  PlanRuntime& rt = PlanRuntimeAccess::of(plan);
   {
     std::lock_guard<std::mutex> lock(rt.mu);
     auto& idle = rt.idle[key];
@@ -369,7 +374,7 @@ std::unique_ptr<GraphInstance> acquire_graph(const Plan& plan, const std::vector
 
 void release_graph(const Plan& plan, const std::vector<bool>& key,
                    std::unique_ptr<GraphInstance> g) {
-  PlanRuntime& rt = plan.runtime();
+  PlanRuntime& rt = PlanRuntimeAccess::of(plan);
   std::lock_guard<std::mutex> lock(rt.mu);
   rt.idle[key].push_back(std::move(g));
 }
@@ -400,7 +405,7 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
   st.task_kernels = &binding.kernels;
   bind_buffers(plan, st, inputs);
   st.errors.assign(plan.tasks().size(), nullptr);
-  st.profiling = ProfileScope::active();
+  st.profiling = profile_active();
   st.cancel = current_cancel_token();
 
   // Submissions to one stream run in submission order: hold each lane's order lock (in a fixed

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "backends/registry.h"
+#include "graph/device_hooks.h"
 
 namespace kiln {
 

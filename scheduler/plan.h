@@ -14,7 +14,7 @@
 
 #include "backends/backend.h"
 #include "backends/kernel_ir.h"
-#include "graph/device.h"
+#include "graph/device_hooks.h"
 
 namespace kiln {
 
@@ -118,9 +118,8 @@ class Plan {
   size_t storage_groups() const { return storage_bytes_.size(); }
   std::string str() const;
 
-  PlanRuntime& runtime() const { return *runtime_; }
-
  private:
+  friend struct PlanRuntimeAccess;  // the executor's caches (scheduler/executor.cpp) only
   std::vector<LaneSpec> lanes_;
   std::vector<Slot> slots_;
   std::vector<Task> tasks_;
@@ -132,7 +131,7 @@ class Plan {
   std::vector<int> storage_;
   std::vector<size_t> storage_bytes_;
   void assign_storage();
-  std::unique_ptr<PlanRuntime> runtime_;
+  std::unique_ptr<PlanRuntime> runtime_;  // executor-owned; mutable through const Plans
 };
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "graph/error.h"
+#include "scheduler/profile_record.h"
 
 namespace kiln {
 
@@ -39,23 +40,28 @@ ProfileScope::~ProfileScope() {
   g_active.fetch_sub(1);
 }
 
-bool ProfileScope::active() { return g_active.load(std::memory_order_relaxed) > 0; }
+bool profile_active() { return g_active.load(std::memory_order_relaxed) > 0; }
 
-int64_t ProfileScope::now_ns() {
+int64_t profile_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
-void ProfileScope::record(const TaskEvent& e) {
+// Reaches the scopes' private event lists for profile_record.
+struct ProfileRecorder {
+  static void add(ProfileScope& s, const TaskEvent& e) {
+    std::lock_guard<std::mutex> l(s.mu_);
+    s.events_.push_back(e);
+  }
+};
+
+void profile_record(const TaskEvent& e) {
   if (t_thread < 0) t_thread = g_next_thread.fetch_add(1);
   TaskEvent ev = e;
   ev.thread = t_thread;
   std::lock_guard<std::mutex> lock(g_mu);
-  for (ProfileScope* s : g_scopes) {
-    std::lock_guard<std::mutex> l(s->mu_);
-    s->events_.push_back(ev);
-  }
+  for (ProfileScope* s : g_scopes) ProfileRecorder::add(*s, ev);
 }
 
 std::vector<TaskEvent> ProfileScope::events() const {

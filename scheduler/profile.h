@@ -1,7 +1,7 @@
 // ProfileScope records every task the executor runs while the scope lives, from any thread:
 // which kernel or copy ran, on which device and stream, and when. write_chrome_trace() writes the
 // events as Chrome-trace JSON (chrome://tracing, Perfetto). Costs one atomic load per task when
-// no scope is alive.
+// no scope is alive. The executor's side is scheduler/profile_record.h.
 #pragma once
 
 #include <cstdint>
@@ -32,12 +32,8 @@ class ProfileScope {
   std::vector<TaskEvent> events() const;
   void write_chrome_trace(const std::string& path) const;
 
-  // Used by the executor.
-  static bool active();
-  static void record(const TaskEvent& e);
-  static int64_t now_ns();
-
  private:
+  friend struct ProfileRecorder;  // the executor's side (scheduler/profile_record.h)
   mutable std::mutex mu_;
   std::vector<TaskEvent> events_;
 };

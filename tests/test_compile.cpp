@@ -497,8 +497,8 @@ TEST(Compile, ShapelessElementwiseServesEveryRank) {
 }
 
 TEST(Passes, SimplifyGraph) {
-  Array x = Array({4}, float32, Op::Placeholder, {}, {},
-                  ResolvedStream{default_stream(ref()), StreamOrigin::Default});
+  Array x = make_array({4}, float32, Op::Placeholder, {}, {},
+                       ResolvedStream{default_stream(ref()), StreamOrigin::Default});
   PassStats st;
   Array a = x * 2.0f, b = x * 2.0f;  // CSE
   auto out = simplify({a + b}, {x}, &st);

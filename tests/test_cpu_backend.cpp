@@ -28,6 +28,7 @@
 #include "backends/cpu/disk_cache.h"
 #include "backends/cpu/jit.h"
 #include "backends/cpu/split_reduce.h"
+#include "backends/extension.h"
 #include "backends/scalar_ops.h"
 #include "kiln.h"
 

@@ -17,6 +17,7 @@
 
 #include "backends/cpu/gemm_tiles.h"
 #include "backends/cpu/matmul.h"
+#include "backends/extension.h"
 #include "kiln.h"
 
 namespace kiln {

@@ -271,8 +271,8 @@ TEST(FusionRandom, PlannedGroupsKeepTheirBounds) {
     Program p = make_program(seed);
     std::vector<Array> ph;
     for (size_t i = 0; i < p.input_shapes.size(); ++i)
-      ph.push_back(Array(p.input_shapes[i], p.input_dtypes[i], Op::Placeholder, {}, {},
-                         ResolvedStream{current_stream(), StreamOrigin::Default}));
+      ph.push_back(make_array(p.input_shapes[i], p.input_dtypes[i], Op::Placeholder, {}, {},
+                              ResolvedStream{current_stream(), StreamOrigin::Default}));
     std::vector<Array> outs;
     {
       TraceStateGuard tracing;

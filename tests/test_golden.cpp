@@ -13,6 +13,7 @@
 
 #include "compile/lower.h"
 #include "compile/passes.h"
+#include "graph/array_node.h"
 #include "graph/trace_state.h"
 #include "kiln.h"
 
@@ -26,8 +27,8 @@ using Fn1 = std::function<std::vector<Array>(const std::vector<Array>&)>;
 std::string listing(const Fn1& fn, const std::vector<Shape>& shapes) {
   std::vector<Array> ph;
   for (const Shape& s : shapes)
-    ph.push_back(Array(s, float32, Op::Placeholder, {}, {},
-                       ResolvedStream{current_stream(), StreamOrigin::Default}));
+    ph.push_back(make_array(s, float32, Op::Placeholder, {}, {},
+                            ResolvedStream{current_stream(), StreamOrigin::Default}));
   std::vector<Array> outs;
   {
     TraceStateGuard tracing;

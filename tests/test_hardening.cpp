@@ -5,8 +5,7 @@
 #include <climits>
 #include <cmath>
 
-#include "backends/backend.h"
-#include "backends/registry.h"
+#include "backends/extension.h"
 #include "kiln.h"
 #include "test_util.h"
 
@@ -226,6 +225,35 @@ TEST(Hardening, MadeUpDtypesRaise) {
   test::expect_error([&] { astype(ones({3}), bad); }, {"unknown dtype"});
   float x = 0;
   test::expect_error([&] { array_from_bytes(&x, 4, {1}, bad); }, {"unknown dtype"});
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Found by tests/probe_misuse.cpp: each raised late, crashed or named the wrong op.
+TEST(Hardening, ProbeFindings) {
+  float x[2] = {1, 2};
+  test::expect_error([&] { array_from_bytes(nullptr, 8, {2}, float32); }, {"null data"});
+  test::expect_error([&] { array_from_bytes(x, 7, {2}, float32); }, {"array_from_bytes", "7"});
+  EXPECT_EQ(array_from_bytes(nullptr, 0, {0}, float32).size(), 0);
+  // Draws too large to address are refused when made, not when a kernel is launched.
+  test::expect_error([] { random::normal({1LL << 62}); }, {"random::normal", "2^62 bytes"});
+  Dtype bad{static_cast<Dtype::Kind>(99)};
+  test::expect_error([&] { arange(0, 3, 1, bad); }, {"arange", "unknown dtype"});
+  test::expect_error([&] { array<float>({1}, {1}, bad); }, {"array", "unknown dtype"});
+  test::expect_error([&] { random::uniform({2}, bad); }, {"unknown dtype"});
+  // Streams are a device's default (0) or made by new_stream; others are refused by name.
+  Device ref = device("reference");
+  test::expect_error([&] { zeros({2}, float32, Stream{12345, ref}); }, {"stream 12345"});
+  test::expect_error([&] { zeros({2}, float32, Stream{-1, ref}); }, {"stream -1"});
+  test::expect_error([&] { synchronize(Stream{777, ref}); }, {"new_stream"});
+  test::expect_error([&] { StreamScope s(Stream{777, ref}); }, {"stream 777"});
+  Stream made = new_stream(ref);
+  EXPECT_EQ((ones({2}, float32, made) + 1.0f).to_vector<float>(), (std::vector<float>{2, 2}));
+  synchronize(made);
 }
 
 }  // namespace

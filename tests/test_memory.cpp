@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "backends/cpu/jit.h"
+#include "backends/extension.h"
+#include "graph/array_node.h"
 #include "kiln.h"
 #include "test_util.h"
 
@@ -223,13 +225,13 @@ TEST(CompiledMemory, DroppedFunctionFreesItsPlanKernelsAndBuffers) {
   {
     auto f = [&] {  // the function's copy of c is the only one left
       Array c = array(std::vector<float>{10, 20, 30, 40}, {4});
-      captured = c.buffer();
+      captured = array_buffer(c);
       return compile(
           [c](const std::vector<Array>& in) { return std::vector<Array>{tanh(in[0]) * c + c}; });
     }();
     Array y = f({x})[0];
     eval(y);
-    output = y.buffer();
+    output = array_buffer(y);
     std::vector<float> want = {10 * std::tanh(1.0f) + 10, 20 * std::tanh(2.0f) + 20,
                                30 * std::tanh(3.0f) + 30, 40 * std::tanh(4.0f) + 40};
     std::vector<float> got = y.to_vector<float>();

@@ -22,6 +22,9 @@
 #include <sanitizer/allocator_interface.h>
 #endif
 
+// Tests reach past the user API: the extension header (backends, Kernel IR) and the node.
+#include "backends/extension.h"
+#include "graph/array_node.h"
 #include "kiln.h"
 
 namespace kiln::test {

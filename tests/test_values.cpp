@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "backends/cpu/jit.h"
-#include "backends/registry.h"
+#include "backends/extension.h"
 #include "kiln.h"
 #include "test_util.h"
 

@@ -11,6 +11,7 @@
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/split_reduce.h"
 #include "backends/launch_check.h"
+#include "graph/device_hooks.h"
 #include "graph/error.h"
 
 namespace kiln {

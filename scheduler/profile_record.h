@@ -1,0 +1,16 @@
+// The executor's side of profiling: whether any ProfileScope is alive, the clock events use, and
+// recording a finished task into every live scope. Internal to Kiln (kiln.h has only the
+// user's side, scheduler/profile.h).
+#pragma once
+
+#include <cstdint>
+
+#include "scheduler/profile.h"
+
+namespace kiln {
+
+bool profile_active();     // one relaxed atomic load
+int64_t profile_now_ns();  // steady clock
+void profile_record(const TaskEvent& e);
+
+}  // namespace kiln
