@@ -9,6 +9,9 @@
 #ifdef KILN_HAVE_CPU_BACKEND
 #include "backends/cpu/cpu_backend.h"
 #endif
+#ifdef KILN_HAVE_VULKAN_BACKEND
+#include "backends/vulkan/vulkan_backend.h"
+#endif
 
 namespace kiln {
 
@@ -33,7 +36,12 @@ struct Registry {
         nullptr, "the cpu backend (LLVM 15 ORC JIT) is not built into this Kiln");
 #endif
     add("opencl", nullptr, "the opencl backend is not built into this Kiln yet");
-    add("vulkan", nullptr, "the vulkan backend is not built into this Kiln yet");
+    add("vulkan",
+#ifdef KILN_HAVE_VULKAN_BACKEND
+        make_vulkan_backend(), "");
+#else
+        nullptr, "the vulkan backend (Vulkan loader + glslang) is not built into this Kiln");
+#endif
     add("reference", make_reference_backend(), "");
   }
 

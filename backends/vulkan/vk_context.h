@@ -1,0 +1,111 @@
+// The Vulkan instance (one per process, with VK_LAYER_KHRONOS_validation when
+// KILN_VULKAN_VALIDATION=1), the physical devices it sees and why some are unusable, and the live
+// state of one logical device: its queue, memory type, pipeline cache and the completion thread
+// that waits on timeline semaphores and completes Events (so no TBB worker waits on the GPU).
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace kiln::vulkan {
+
+struct PhysicalInfo {
+  VkPhysicalDevice handle = VK_NULL_HANDLE;
+  std::string name, driver, description;
+  bool usable = false;
+  std::string reason;
+  bool float64 = false, int64 = false;
+  uint32_t queue_family = 0;
+  uint32_t max_groups[3] = {65535, 65535, 65535};
+  uint64_t max_storage_range = 0;
+  uint32_t driver_version = 0;
+  uint8_t cache_uuid[VK_UUID_SIZE] = {};
+};
+
+// Every physical device the loader reports (enumerated once); throws kiln::Error when there is
+// no Vulkan loader/driver at all.
+const std::vector<PhysicalInfo>& physical_devices();
+
+// Validation-layer messages (warnings and errors) seen so far in this process.
+int64_t validation_message_count();
+
+class GpuEvent : public Event {
+ public:
+  void on_complete(std::function<void(std::exception_ptr)> f) override;
+  void wait() override;
+  void complete(std::exception_ptr e);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::vector<std::function<void(std::exception_ptr)>> callbacks_;
+};
+
+// One logical device. Lives as long as anything (buffers, kernels, queues) holds it.
+class Context {
+ public:
+  explicit Context(int index);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  VkDevice device() const { return device_; }
+  const PhysicalInfo& info() const { return info_; }
+  int index() const { return index_; }
+  uint32_t memory_type() const { return memory_type_; }
+  VkPipelineCache pipeline_cache() const { return cache_; }
+  std::string label() const;  // "vulkan:0 (llvmpipe)"
+
+  // Submits under the queue's lock; raises kiln::Error on failure.
+  void submit(const VkSubmitInfo& info);
+  // Completes `ev` (after running `cleanup`) once `sem` reaches `value`.
+  void watch(VkSemaphore sem, uint64_t value, std::shared_ptr<GpuEvent> ev,
+             std::function<void()> cleanup);
+  // A timeline semaphore starting at 0.
+  VkSemaphore new_timeline();
+
+ private:
+  struct Pending {
+    VkSemaphore sem;
+    uint64_t value;
+    std::shared_ptr<GpuEvent> ev;
+    std::function<void()> cleanup;
+  };
+  void completion_loop();
+  void wake();
+
+  int index_;
+  PhysicalInfo info_;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  std::mutex queue_mu_;
+  uint32_t memory_type_ = 0;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+
+  std::mutex mu_;  // pending_, stop_, wake_value_
+  std::vector<Pending> pending_;
+  bool stop_ = false;
+  VkSemaphore wake_ = VK_NULL_HANDLE;
+  uint64_t wake_value_ = 0;
+  std::thread thread_;
+};
+
+// The context of vulkan:`index`, created on first use (thread-safe).
+std::shared_ptr<Context> context(int index);
+
+// Raises kiln::Error naming the call when r is not VK_SUCCESS.
+void check(VkResult r, const char* what);
+
+}  // namespace kiln::vulkan

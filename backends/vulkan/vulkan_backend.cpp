@@ -1,0 +1,474 @@
+#include "backends/vulkan/vulkan_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "backends/launch_check.h"
+#include "backends/vulkan/glsl_codegen.h"
+#include "backends/vulkan/glsl_compiler.h"
+#include "backends/vulkan/vk_context.h"
+#include "graph/error.h"
+
+namespace kiln {
+
+namespace {
+
+using vulkan::check;
+using vulkan::Context;
+using vulkan::GpuEvent;
+
+// A VkBuffer with its own memory, mapped for the buffer's life (the context picks a
+// host-visible memory type, so transfers are memcpy and kernels read the same memory).
+struct Allocation {
+  std::shared_ptr<Context> ctx;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  void* mapped = nullptr;
+  size_t bytes = 0;
+
+  Allocation(std::shared_ptr<Context> c, size_t n) : ctx(std::move(c)), bytes(n) {
+    VkDevice dev = ctx->device();
+    VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bi.size = (std::max<size_t>(n, 4) + 3) / 4 * 4;  // packed byte types are read as words
+    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    check(vkCreateBuffer(dev, &bi, nullptr, &buffer), "vkCreateBuffer");
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(dev, buffer, &req);
+    if (!(req.memoryTypeBits & (1u << ctx->memory_type()))) {
+      vkDestroyBuffer(dev, buffer, nullptr);
+      throw_error("vulkan: ", ctx->label(),
+                  " cannot place a storage buffer in its host-visible "
+                  "memory type");
+    }
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = ctx->memory_type();
+    VkResult r = vkAllocateMemory(dev, &ai, nullptr, &memory);
+    if (r != VK_SUCCESS) {
+      vkDestroyBuffer(dev, buffer, nullptr);
+      throw_error("vulkan: out of memory on ", ctx->label(), " allocating ", n, " bytes (VkResult ",
+                  static_cast<int>(r), ")");
+    }
+    check(vkBindBufferMemory(dev, buffer, memory, 0), "vkBindBufferMemory");
+    check(vkMapMemory(dev, memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory");
+  }
+  ~Allocation() {
+    vkDestroyBuffer(ctx->device(), buffer, nullptr);
+    vkFreeMemory(ctx->device(), memory, nullptr);
+  }
+  Allocation(const Allocation&) = delete;
+  Allocation& operator=(const Allocation&) = delete;
+};
+
+class VulkanBuffer : public Buffer {
+ public:
+  VulkanBuffer(std::shared_ptr<Context> ctx, size_t bytes)
+      : alloc_(std::move(ctx), bytes), device_{"vulkan", alloc_.ctx->index()} {}
+  size_t bytes() const override { return alloc_.bytes; }
+  Device device() const override { return device_; }
+  void read(void* dst, size_t offset, size_t n) const override {
+    bounds(offset, n, "read");
+    std::memcpy(dst, static_cast<const char*>(alloc_.mapped) + offset, n);
+  }
+  void write(const void* src, size_t offset, size_t n) override {
+    bounds(offset, n, "write");
+    std::memcpy(static_cast<char*>(alloc_.mapped) + offset, src, n);
+  }
+  VkBuffer handle() const { return alloc_.buffer; }
+  const Context* context() const { return alloc_.ctx.get(); }
+
+ private:
+  void bounds(size_t offset, size_t n, const char* what) const {
+    if (offset > alloc_.bytes || n > alloc_.bytes - offset)
+      throw_error("vulkan buffer ", what, " of ", n, " bytes at ", offset, " exceeds its ",
+                  alloc_.bytes, " bytes");
+  }
+  Allocation alloc_;
+  Device device_;
+};
+
+// A compiled kernel: the compute pipeline and what a launch needs to know about its shader.
+struct VulkanKernel : CompiledKernel {
+  std::shared_ptr<Context> ctx;
+  Kernel ir;
+  LaunchCheck launch_check;
+  vulkan::Shader shader;
+  VkShaderModule module = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  uint32_t bindings = 0;  // the kernel's buffers + the params buffer
+
+  ~VulkanKernel() override {
+    if (!ctx) return;
+    VkDevice d = ctx->device();
+    vkDestroyPipeline(d, pipeline, nullptr);
+    vkDestroyPipelineLayout(d, layout, nullptr);
+    vkDestroyDescriptorSetLayout(d, set_layout, nullptr);
+    vkDestroyShaderModule(d, module, nullptr);
+  }
+};
+
+std::shared_ptr<VulkanKernel> build_kernel(std::shared_ptr<Context> ctx, const Kernel& k) {
+  auto vk = std::make_shared<VulkanKernel>();
+  vk->ir = k;
+  vk->launch_check = LaunchCheck(k);
+  vulkan::ShaderFeatures f{ctx->info().float64, ctx->info().int64, ctx->label()};
+  vk->shader = vulkan::generate_glsl(k, f);
+  // Fault injection for tests: a kernel whose name or GLSL contains KILN_VULKAN_FAULT_KERNEL
+  // gets GLSL that glslang rejects, to check that a failed build fails only the work needing it.
+  if (const char* fault = std::getenv("KILN_VULKAN_FAULT_KERNEL"))
+    if (*fault &&
+        (k.name.find(fault) != std::string::npos ||
+         vk->shader.glsl.find(fault, vk->shader.glsl.find("void main")) != std::string::npos))
+      vk->shader.glsl += "#error KILN_VULKAN_FAULT_KERNEL matches this kernel\n";
+  std::vector<uint32_t> spirv = vulkan::compile_glsl(vk->shader.glsl, k.name);
+  VkDevice d = ctx->device();
+  vk->ctx = ctx;
+  VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  mi.codeSize = spirv.size() * 4;
+  mi.pCode = spirv.data();
+  check(vkCreateShaderModule(d, &mi, nullptr, &vk->module), "vkCreateShaderModule");
+  vk->bindings = static_cast<uint32_t>(k.buffers.size()) + 1;
+  std::vector<VkDescriptorSetLayoutBinding> b(vk->bindings);
+  for (uint32_t i = 0; i < vk->bindings; ++i) {
+    b[i].binding = i;
+    b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    b[i].descriptorCount = 1;
+    b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  }
+  VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  li.bindingCount = vk->bindings;
+  li.pBindings = b.data();
+  check(vkCreateDescriptorSetLayout(d, &li, nullptr, &vk->set_layout),
+        "vkCreateDescriptorSetLayout");
+  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pli.setLayoutCount = 1;
+  pli.pSetLayouts = &vk->set_layout;
+  check(vkCreatePipelineLayout(d, &pli, nullptr, &vk->layout), "vkCreatePipelineLayout");
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = vk->module;
+  ci.stage.pName = "main";
+  ci.layout = vk->layout;
+  check(vkCreateComputePipelines(d, ctx->pipeline_cache(), 1, &ci, nullptr, &vk->pipeline),
+        "vkCreateComputePipelines");
+  return vk;
+}
+
+// The live state of one lane: a command pool and the timeline semaphore that orders its
+// submissions. Shared with the completion thread's clean-ups, which free command buffers.
+struct LaneState {
+  std::shared_ptr<Context> ctx;
+  std::mutex mu;  // pool and next value
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkSemaphore timeline = VK_NULL_HANDLE;
+  uint64_t value = 0;  // last value submitted
+
+  explicit LaneState(std::shared_ptr<Context> c) : ctx(std::move(c)) {
+    VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pi.queueFamilyIndex = ctx->info().queue_family;
+    check(vkCreateCommandPool(ctx->device(), &pi, nullptr, &pool), "vkCreateCommandPool");
+    timeline = ctx->new_timeline();
+  }
+  ~LaneState() {
+    vkDestroySemaphore(ctx->device(), timeline, nullptr);
+    vkDestroyCommandPool(ctx->device(), pool, nullptr);
+  }
+};
+
+void full_barrier(VkCommandBuffer cb) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask =
+      VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+                     VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                       VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                       0, nullptr, 0, nullptr);
+}
+
+class VulkanQueue : public Queue {
+ public:
+  explicit VulkanQueue(std::shared_ptr<Context> ctx)
+      : ctx_(ctx), lane_(std::make_shared<LaneState>(std::move(ctx))) {}
+  ~VulkanQueue() override {
+    try {
+      finish();
+    } catch (...) {  // a lost device at exit: nothing left to wait for
+    }
+  }
+
+  EventPtr enqueue_kernel(const CompiledKernel& ck, const KernelArgs& args) override {
+    auto& k = static_cast<const VulkanKernel&>(ck);
+    k.launch_check(k.ir, args);
+    std::vector<VulkanBuffer*> bufs;
+    for (Buffer* b : args.buffers) bufs.push_back(own(b, k.ir.name));
+    uint32_t groups[3];
+    if (!grid(k, args.params, groups)) return nullptr;  // an empty domain: nothing to run
+    auto res = std::make_shared<LaunchResources>(ctx_);
+    write_params(k, args.params, *res);
+    bind(k, bufs, *res);
+    return submit(res, [&](VkCommandBuffer cb) {
+      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
+      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &res->set, 0,
+                              nullptr);
+      vkCmdDispatch(cb, groups[0], groups[1], groups[2]);
+    });
+  }
+
+  EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) override {
+    auto* s = dynamic_cast<VulkanBuffer*>(&src);
+    auto* d = dynamic_cast<VulkanBuffer*>(&dst);
+    if (s && d && s->context() == ctx_.get() && d->context() == ctx_.get()) {
+      if (bytes == 0) return nullptr;
+      auto res = std::make_shared<LaunchResources>(ctx_);
+      return submit(res, [&](VkCommandBuffer cb) {
+        VkBufferCopy region{0, 0, bytes};
+        vkCmdCopyBuffer(cb, s->handle(), d->handle(), 1, &region);
+      });
+    }
+    // Host or another device on either side: a blocking host transfer (the executor has waited
+    // for the source's producer already).
+    if (dst.host_ptr()) {
+      src.read(dst.host_ptr(), 0, bytes);
+    } else if (src.host_ptr()) {
+      dst.write(src.host_ptr(), 0, bytes);
+    } else {
+      std::vector<char> tmp(bytes);
+      src.read(tmp.data(), 0, bytes);
+      dst.write(tmp.data(), 0, bytes);
+    }
+    return nullptr;
+  }
+
+  EventPtr enqueue_matmul(const MatmulArgs&) override {
+    throw_error("vulkan: matmul is not implemented on ", ctx_->label(),
+                " yet; run it on cpu (compute_on(device(\"cpu\"), ...) or a cpu stream)");
+  }
+
+  void finish() override {
+    uint64_t target;
+    {
+      std::lock_guard<std::mutex> lock(lane_->mu);
+      target = lane_->value;
+    }
+    VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+    wi.semaphoreCount = 1;
+    wi.pSemaphores = &lane_->timeline;
+    wi.pValues = &target;
+    check(vkWaitSemaphores(ctx_->device(), &wi, UINT64_MAX), "vkWaitSemaphores");
+  }
+
+  bool runs_inline() const override { return false; }
+
+ private:
+  // Per-launch objects, released on the completion thread once the GPU is done with them.
+  struct LaunchResources {
+    std::shared_ptr<Context> ctx;
+    std::unique_ptr<Allocation> params;
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    VkDescriptorSet set = VK_NULL_HANDLE;
+    explicit LaunchResources(std::shared_ptr<Context> c) : ctx(std::move(c)) {}
+    ~LaunchResources() {
+      if (pool) vkDestroyDescriptorPool(ctx->device(), pool, nullptr);
+    }
+  };
+
+  VulkanBuffer* own(Buffer* b, const std::string& kernel) const {
+    auto* vb = dynamic_cast<VulkanBuffer*>(b);
+    if (!vb || vb->context() != ctx_.get())
+      throw_error("vulkan: kernel ", kernel, " on ", ctx_->label(), " got a buffer of ",
+                  b ? b->device().str() : std::string("nothing"),
+                  " (plans copy inputs to the kernel's device)");
+    return vb;
+  }
+
+  // Workgroups for a launch, folded into 2-D/3-D grids past the per-dimension limit.
+  bool grid(const VulkanKernel& k, const std::vector<int64_t>& params, uint32_t g[3]) const {
+    std::vector<int64_t> e = k.ir.extents(params);
+    int kept = k.ir.kept_axes();
+    int64_t points = 1;
+    for (int a = 0; a < kept; ++a) points *= e[a];
+    if (points <= 0) return false;
+    int64_t total =
+        k.shader.per_group ? points : (points + k.shader.local_size - 1) / k.shader.local_size;
+    const uint32_t* lim = ctx_->info().max_groups;
+    int64_t gx = std::min<int64_t>(total, lim[0]);
+    int64_t gy = std::min<int64_t>((total + gx - 1) / gx, lim[1]);
+    int64_t gz = (total + gx * gy - 1) / (gx * gy);
+    if (gz > lim[2])
+      throw_error("vulkan: kernel ", k.ir.name, " needs ", total, " workgroups, more than ",
+                  ctx_->label(), " can launch (", lim[0], " x ", lim[1], " x ", lim[2], ")");
+    g[0] = static_cast<uint32_t>(gx), g[1] = static_cast<uint32_t>(gy);
+    g[2] = static_cast<uint32_t>(gz);
+    return true;
+  }
+
+  // Params as 64-bit words, then the float32 bits of each float launch scalar (FloatSlot).
+  void write_params(const VulkanKernel& k, const std::vector<int64_t>& params,
+                    LaunchResources& res) const {
+    std::vector<int64_t> words(params.begin(), params.end());
+    words.resize(static_cast<size_t>(k.shader.nparams) + k.shader.float_slots.size(), 0);
+    for (const vulkan::FloatSlot& s : k.shader.float_slots) {
+      double d;
+      std::memcpy(&d, &params.at(s.param), 8);
+      float f = static_cast<float>(d);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      words[s.slot] = bits;
+    }
+    if (words.empty()) words.push_back(0);
+    res.params = std::make_unique<Allocation>(ctx_, words.size() * 8);
+    std::memcpy(res.params->mapped, words.data(), words.size() * 8);
+  }
+
+  void bind(const VulkanKernel& k, const std::vector<VulkanBuffer*>& bufs,
+            LaunchResources& res) const {
+    VkDevice d = ctx_->device();
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, k.bindings};
+    VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    pi.maxSets = 1;
+    pi.poolSizeCount = 1;
+    pi.pPoolSizes = &size;
+    check(vkCreateDescriptorPool(d, &pi, nullptr, &res.pool), "vkCreateDescriptorPool");
+    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorPool = res.pool;
+    ai.descriptorSetCount = 1;
+    ai.pSetLayouts = &k.set_layout;
+    check(vkAllocateDescriptorSets(d, &ai, &res.set), "vkAllocateDescriptorSets");
+    std::vector<VkDescriptorBufferInfo> infos(k.bindings);
+    std::vector<VkWriteDescriptorSet> writes(k.bindings);
+    for (uint32_t i = 0; i < k.bindings; ++i) {
+      infos[i] = {i < bufs.size() ? bufs[i]->handle() : res.params->buffer, 0, VK_WHOLE_SIZE};
+      writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[i].dstSet = res.set;
+      writes[i].dstBinding = i;
+      writes[i].descriptorCount = 1;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &infos[i];
+    }
+    vkUpdateDescriptorSets(d, k.bindings, writes.data(), 0, nullptr);
+  }
+
+  // Records one command buffer (between full barriers), submits it after the lane's previous
+  // submission and returns the Event the completion thread completes.
+  template <typename Record>
+  EventPtr submit(std::shared_ptr<LaunchResources> res, Record record) {
+    std::shared_ptr<LaneState> lane = lane_;
+    std::lock_guard<std::mutex> lock(lane->mu);
+    VkCommandBuffer cb;
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = lane->pool;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    check(vkAllocateCommandBuffers(ctx_->device(), &ai, &cb), "vkAllocateCommandBuffers");
+    auto free_cb = [lane, cb] {
+      std::lock_guard<std::mutex> l(lane->mu);
+      vkFreeCommandBuffers(lane->ctx->device(), lane->pool, 1, &cb);
+    };
+    try {
+      VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+      bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+      check(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");
+      full_barrier(cb);
+      record(cb);
+      full_barrier(cb);
+      check(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
+      uint64_t wait = lane->value, signal = lane->value + 1;
+      VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+      ti.waitSemaphoreValueCount = 1;
+      ti.pWaitSemaphoreValues = &wait;
+      ti.signalSemaphoreValueCount = 1;
+      ti.pSignalSemaphoreValues = &signal;
+      VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+      VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+      si.pNext = &ti;
+      si.waitSemaphoreCount = 1;
+      si.pWaitSemaphores = &lane->timeline;
+      si.pWaitDstStageMask = &stage;
+      si.commandBufferCount = 1;
+      si.pCommandBuffers = &cb;
+      si.signalSemaphoreCount = 1;
+      si.pSignalSemaphores = &lane->timeline;
+      ctx_->submit(si);
+      lane->value = signal;
+    } catch (...) {
+      vkFreeCommandBuffers(ctx_->device(), lane->pool, 1, &cb);
+      throw;
+    }
+    auto ev = std::make_shared<GpuEvent>();
+    ctx_->watch(lane->timeline, lane->value, ev, [free_cb, res]() mutable {
+      free_cb();
+      res.reset();
+    });
+    return ev;
+  }
+
+  std::shared_ptr<Context> ctx_;
+  std::shared_ptr<LaneState> lane_;
+};
+
+class VulkanBackend : public Backend {
+ public:
+  std::string name() const override { return "vulkan"; }
+
+  std::vector<DeviceInfo> devices() override {
+    std::vector<DeviceInfo> out;
+    const auto& all = vulkan::physical_devices();
+    for (size_t i = 0; i < all.size(); ++i)
+      out.push_back(DeviceInfo{Device{"vulkan", static_cast<int>(i)}, all[i].description,
+                               all[i].usable, all[i].reason});
+    if (out.empty())
+      out.push_back(DeviceInfo{Device{"vulkan", 0}, "vulkan", false,
+                               "the Vulkan loader reports no physical device (Debian: "
+                               "mesa-vulkan-drivers provides lavapipe)"});
+    return out;
+  }
+
+  bool uses_host_memory() const override { return false; }
+
+  std::shared_ptr<Buffer> allocate(int device, size_t bytes) override {
+    return std::make_shared<VulkanBuffer>(vulkan::context(device), bytes);
+  }
+
+  std::shared_ptr<const CompiledKernel> compile(int device, const Kernel& k) override {
+    k.validate();
+    auto ctx = vulkan::context(device);
+    uint64_t h = k.hash();
+    std::string canon = k.canonical();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [c, kern] : cache_[{device, h}])
+        if (c == canon) return kern;
+    }
+    auto kern = build_kernel(ctx, k);  // outside the lock: compiles run concurrently
+    std::lock_guard<std::mutex> lock(mu_);
+    cache_[{device, h}].push_back({canon, kern});
+    return kern;
+  }
+
+  std::unique_ptr<Queue> create_queue(int device) override {
+    return std::make_unique<VulkanQueue>(vulkan::context(device));
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<int, uint64_t>,
+           std::vector<std::pair<std::string, std::shared_ptr<const VulkanKernel>>>>
+      cache_;
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_vulkan_backend() { return std::make_shared<VulkanBackend>(); }
+
+int64_t vulkan_validation_messages() { return vulkan::validation_message_count(); }
+
+}  // namespace kiln
