@@ -8,6 +8,7 @@
 #include "backends/launch_check.h"
 #include "backends/vulkan/glsl_codegen.h"
 #include "backends/vulkan/glsl_compiler.h"
+#include "backends/vulkan/matmul_shader.h"
 #include "backends/vulkan/vk_context.h"
 #include "graph/error.h"
 
@@ -91,26 +92,67 @@ class VulkanBuffer : public Buffer {
   Device device_;
 };
 
-// A compiled kernel: the compute pipeline and what a launch needs to know about its shader.
-struct VulkanKernel : CompiledKernel {
+// A compute pipeline and its layouts: `bindings` storage buffers, `push_bytes` of push constants.
+struct Pipeline {
   std::shared_ptr<Context> ctx;
-  Kernel ir;
-  LaunchCheck launch_check;
-  vulkan::Shader shader;
   VkShaderModule module = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkPipeline pipeline = VK_NULL_HANDLE;
-  uint32_t bindings = 0;  // the kernel's buffers + the params buffer
+  uint32_t bindings = 0;
 
-  ~VulkanKernel() override {
-    if (!ctx) return;
+  Pipeline(std::shared_ptr<Context> c, const std::vector<uint32_t>& spirv, uint32_t nbindings,
+           uint32_t push_bytes)
+      : ctx(std::move(c)), bindings(nbindings) {
+    VkDevice d = ctx->device();
+    VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    mi.codeSize = spirv.size() * 4;
+    mi.pCode = spirv.data();
+    check(vkCreateShaderModule(d, &mi, nullptr, &module), "vkCreateShaderModule");
+    std::vector<VkDescriptorSetLayoutBinding> b(bindings);
+    for (uint32_t i = 0; i < bindings; ++i) {
+      b[i].binding = i;
+      b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      b[i].descriptorCount = 1;
+      b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+    }
+    VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    li.bindingCount = bindings;
+    li.pBindings = b.data();
+    check(vkCreateDescriptorSetLayout(d, &li, nullptr, &set_layout), "vkCreateDescriptorSetLayout");
+    VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
+    VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    pli.setLayoutCount = 1;
+    pli.pSetLayouts = &set_layout;
+    pli.pushConstantRangeCount = push_bytes ? 1 : 0;
+    pli.pPushConstantRanges = &range;
+    check(vkCreatePipelineLayout(d, &pli, nullptr, &layout), "vkCreatePipelineLayout");
+    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    ci.stage.module = module;
+    ci.stage.pName = "main";
+    ci.layout = layout;
+    check(vkCreateComputePipelines(d, ctx->pipeline_cache(), 1, &ci, nullptr, &pipeline),
+          "vkCreateComputePipelines");
+  }
+  ~Pipeline() {
     VkDevice d = ctx->device();
     vkDestroyPipeline(d, pipeline, nullptr);
     vkDestroyPipelineLayout(d, layout, nullptr);
     vkDestroyDescriptorSetLayout(d, set_layout, nullptr);
     vkDestroyShaderModule(d, module, nullptr);
   }
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+};
+
+// A compiled kernel: its pipeline and what a launch needs to know about its shader.
+struct VulkanKernel : CompiledKernel {
+  Kernel ir;
+  LaunchCheck launch_check;
+  vulkan::Shader shader;
+  std::unique_ptr<Pipeline> pipe;
 };
 
 std::shared_ptr<VulkanKernel> build_kernel(std::shared_ptr<Context> ctx, const Kernel& k) {
@@ -127,38 +169,24 @@ std::shared_ptr<VulkanKernel> build_kernel(std::shared_ptr<Context> ctx, const K
          vk->shader.glsl.find(fault, vk->shader.glsl.find("void main")) != std::string::npos))
       vk->shader.glsl += "#error KILN_VULKAN_FAULT_KERNEL matches this kernel\n";
   std::vector<uint32_t> spirv = vulkan::compile_glsl(vk->shader.glsl, k.name);
-  VkDevice d = ctx->device();
-  vk->ctx = ctx;
-  VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-  mi.codeSize = spirv.size() * 4;
-  mi.pCode = spirv.data();
-  check(vkCreateShaderModule(d, &mi, nullptr, &vk->module), "vkCreateShaderModule");
-  vk->bindings = static_cast<uint32_t>(k.buffers.size()) + 1;
-  std::vector<VkDescriptorSetLayoutBinding> b(vk->bindings);
-  for (uint32_t i = 0; i < vk->bindings; ++i) {
-    b[i].binding = i;
-    b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    b[i].descriptorCount = 1;
-    b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
-  }
-  VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-  li.bindingCount = vk->bindings;
-  li.pBindings = b.data();
-  check(vkCreateDescriptorSetLayout(d, &li, nullptr, &vk->set_layout),
-        "vkCreateDescriptorSetLayout");
-  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
-  pli.setLayoutCount = 1;
-  pli.pSetLayouts = &vk->set_layout;
-  check(vkCreatePipelineLayout(d, &pli, nullptr, &vk->layout), "vkCreatePipelineLayout");
-  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
-  ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
-  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-  ci.stage.module = vk->module;
-  ci.stage.pName = "main";
-  ci.layout = vk->layout;
-  check(vkCreateComputePipelines(d, ctx->pipeline_cache(), 1, &ci, nullptr, &vk->pipeline),
-        "vkCreateComputePipelines");
+  vk->pipe = std::make_unique<Pipeline>(ctx, spirv, static_cast<uint32_t>(k.buffers.size()) + 1, 0);
   return vk;
+}
+
+// The matmul pipeline of (device, dtype), built on first use and kept for the process.
+const Pipeline& matmul_pipeline(const std::shared_ptr<Context>& ctx, Dtype d) {
+  static std::mutex mu;
+  static std::map<std::pair<const Context*, int>, std::shared_ptr<Pipeline>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& p = cache[{ctx.get(), static_cast<int>(d.kind)}];
+  if (!p) {
+    if (d == float64 && !ctx->info().float64)
+      throw_error("vulkan: float64 matmul needs the device feature shaderFloat64, which ",
+                  ctx->label(), " does not offer");
+    std::string glsl = vulkan::matmul_glsl(d, ctx->info().int64);
+    p = std::make_shared<Pipeline>(ctx, vulkan::compile_glsl(glsl, "matmul"), 4, 4);
+  }
+  return *p;
 }
 
 // The live state of one lane: a command pool and the timeline semaphore that orders its
@@ -213,12 +241,14 @@ class VulkanQueue : public Queue {
     uint32_t groups[3];
     if (!grid(k, args.params, groups)) return nullptr;  // an empty domain: nothing to run
     auto res = std::make_shared<LaunchResources>(ctx_);
-    write_params(k, args.params, *res);
-    bind(k, bufs, *res);
+    write_params(launch_words(k, args.params), *res);
+    std::vector<VkBuffer> handles;
+    for (VulkanBuffer* b : bufs) handles.push_back(b->handle());
+    bind(*k.pipe, handles, *res);
     return submit(res, [&](VkCommandBuffer cb) {
-      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
-      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &res->set, 0,
-                              nullptr);
+      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipe->pipeline);
+      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipe->layout, 0, 1, &res->set,
+                              0, nullptr);
       vkCmdDispatch(cb, groups[0], groups[1], groups[2]);
     });
   }
@@ -248,9 +278,38 @@ class VulkanQueue : public Queue {
     return nullptr;
   }
 
-  EventPtr enqueue_matmul(const MatmulArgs&) override {
-    throw_error("vulkan: matmul is not implemented on ", ctx_->label(),
-                " yet; run it on cpu (compute_on(device(\"cpu\"), ...) or a cpu stream)");
+  EventPtr enqueue_matmul(const MatmulArgs& a) override {
+    const Pipeline& pipe = matmul_pipeline(ctx_, a.dtype);
+    size_t nb = a.c_offsets.size();
+    if (a.a_offsets.size() != nb || a.b_offsets.size() != nb)
+      throw_error("vulkan: matmul got ", a.a_offsets.size(), "/", a.b_offsets.size(), "/", nb,
+                  " batch offsets for A/B/C (they must agree)");
+    VulkanBuffer* bufs[3] = {own(a.a, "matmul"), own(a.b, "matmul"), own(a.c, "matmul")};
+    check_matmul_bounds(a, bufs);
+    if (nb == 0 || a.m == 0 || a.n == 0) return nullptr;
+    std::vector<int64_t> words = {a.m, a.n, a.k, static_cast<int64_t>(nb)};
+    for (const auto* offs : {&a.a_offsets, &a.b_offsets, &a.c_offsets})
+      words.insert(words.end(), offs->begin(), offs->end());
+    auto res = std::make_shared<LaunchResources>(ctx_);
+    write_params(words, *res);
+    bind(pipe, {bufs[0]->handle(), bufs[1]->handle(), bufs[2]->handle()}, *res);
+    const uint32_t* lim = ctx_->info().max_groups;
+    int64_t gx = (a.n + vulkan::kMatmulTile - 1) / vulkan::kMatmulTile;
+    int64_t gy = (a.m + vulkan::kMatmulTile - 1) / vulkan::kMatmulTile;
+    if (gx > lim[0] || gy > lim[1])
+      throw_error("vulkan: matmul of ", a.m, " x ", a.n, " needs ", gy, " x ", gx,
+                  " workgroups, more than ", ctx_->label(), " launches");
+    return submit(res, [&](VkCommandBuffer cb) {
+      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.pipeline);
+      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 1, &res->set, 0,
+                              nullptr);
+      for (size_t b0 = 0; b0 < nb; b0 += lim[2]) {  // batches past the z limit: more dispatches
+        uint32_t first = static_cast<uint32_t>(b0);
+        vkCmdPushConstants(cb, pipe.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &first);
+        vkCmdDispatch(cb, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+                      static_cast<uint32_t>(std::min<size_t>(nb - b0, lim[2])));
+      }
+    });
   }
 
   void finish() override {
@@ -287,6 +346,11 @@ class VulkanQueue : public Queue {
       throw_error("vulkan: kernel ", kernel, " on ", ctx_->label(), " got a buffer of ",
                   b ? b->device().str() : std::string("nothing"),
                   " (plans copy inputs to the kernel's device)");
+    if (vb->bytes() > ctx_->info().max_storage_range)
+      throw_error("vulkan: ", kernel, " on ", ctx_->label(), " binds a buffer of ", vb->bytes(),
+                  " bytes, beyond the device's maxStorageBufferRange of ",
+                  ctx_->info().max_storage_range,
+                  " bytes (tensors that large are not supported on this device yet)");
     return vb;
   }
 
@@ -311,9 +375,21 @@ class VulkanQueue : public Queue {
     return true;
   }
 
+  static void check_matmul_bounds(const MatmulArgs& a, VulkanBuffer* const bufs[3]) {
+    const std::vector<int64_t>* offs[3] = {&a.a_offsets, &a.b_offsets, &a.c_offsets};
+    int64_t sizes[3] = {a.m * a.k, a.k * a.n, a.m * a.n};
+    int64_t elems[3];
+    for (int i = 0; i < 3; ++i) elems[i] = static_cast<int64_t>(bufs[i]->bytes() / a.dtype.size());
+    for (int i = 0; i < 3; ++i)
+      for (int64_t o : *offs[i])
+        if (o < 0 || o + sizes[i] > elems[i])
+          throw_error("vulkan: matmul operand ", "ABC"[i], " at element offset ", o, " needs ",
+                      sizes[i], " elements, its buffer holds ", elems[i]);
+  }
+
   // Params as 64-bit words, then the float32 bits of each float launch scalar (FloatSlot).
-  void write_params(const VulkanKernel& k, const std::vector<int64_t>& params,
-                    LaunchResources& res) const {
+  static std::vector<int64_t> launch_words(const VulkanKernel& k,
+                                           const std::vector<int64_t>& params) {
     std::vector<int64_t> words(params.begin(), params.end());
     words.resize(static_cast<size_t>(k.shader.nparams) + k.shader.float_slots.size(), 0);
     for (const vulkan::FloatSlot& s : k.shader.float_slots) {
@@ -324,13 +400,16 @@ class VulkanQueue : public Queue {
       std::memcpy(&bits, &f, 4);
       words[s.slot] = bits;
     }
+    return words;
+  }
+
+  void write_params(std::vector<int64_t> words, LaunchResources& res) const {
     if (words.empty()) words.push_back(0);
     res.params = std::make_unique<Allocation>(ctx_, words.size() * 8);
     std::memcpy(res.params->mapped, words.data(), words.size() * 8);
   }
 
-  void bind(const VulkanKernel& k, const std::vector<VulkanBuffer*>& bufs,
-            LaunchResources& res) const {
+  void bind(const Pipeline& k, const std::vector<VkBuffer>& bufs, LaunchResources& res) const {
     VkDevice d = ctx_->device();
     VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, k.bindings};
     VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
@@ -346,7 +425,7 @@ class VulkanQueue : public Queue {
     std::vector<VkDescriptorBufferInfo> infos(k.bindings);
     std::vector<VkWriteDescriptorSet> writes(k.bindings);
     for (uint32_t i = 0; i < k.bindings; ++i) {
-      infos[i] = {i < bufs.size() ? bufs[i]->handle() : res.params->buffer, 0, VK_WHOLE_SIZE};
+      infos[i] = {i < bufs.size() ? bufs[i] : res.params->buffer, 0, VK_WHOLE_SIZE};
       writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
       writes[i].dstSet = res.set;
       writes[i].dstBinding = i;
