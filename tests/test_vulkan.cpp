@@ -18,12 +18,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <random>
 #include <thread>
 
 #include "backends/scalar_ops.h"
+#include "backends/vulkan/disk_cache.h"
 #include "backends/vulkan/glsl_codegen.h"
 #include "backends/vulkan/glsl_compiler.h"
 #include "backends/vulkan/vulkan_backend.h"
@@ -621,6 +623,53 @@ TEST_F(Vulkan, TensorsBeyondMaxStorageBufferRangeRaise) {
   auto q = be.create_queue(0);
   test::expect_error([&] { q->enqueue_kernel(*ck, args); },
                      {"maxStorageBufferRange", "134217792 bytes"});
+}
+
+// SPIR-V is cached on disk per kernel: a second compile of the same GLSL is a hit, and a damaged
+// entry (here: a flipped byte, then a truncated file) is rejected, rebuilt and rewritten.
+TEST_F(Vulkan, DiskCacheRebuildsCorruptEntries) {
+  std::string dir =
+      (std::filesystem::temp_directory_path() / ("kiln_vk_cache_" + std::to_string(::getpid())))
+          .string();
+  std::string old = std::getenv("KILN_CACHE_DIR") ? std::getenv("KILN_CACHE_DIR") : "";
+  setenv("KILN_CACHE_DIR", dir.c_str(), 1);
+  const std::string glsl = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() {}\n";
+  auto s0 = vulkan::spirv_cache_stats();
+  std::vector<uint32_t> first = vulkan::cached_spirv(42, glsl, "empty");
+  std::vector<uint32_t> again = vulkan::cached_spirv(42, glsl, "empty");
+  auto s1 = vulkan::spirv_cache_stats();
+  EXPECT_EQ(first, again);
+  EXPECT_EQ(s1.misses - s0.misses, 1);
+  EXPECT_EQ(s1.hits - s0.hits, 1);
+  std::string path = vulkan::spirv_path(42, glsl);
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  auto damage = [&](bool truncate) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    if (truncate) {
+      f.close();
+      std::filesystem::resize_file(path, 20);
+      return;
+    }
+    f.seekp(-3, std::ios::end);
+    f.put('\x5a');
+  };
+  for (bool truncate : {false, true}) {
+    damage(truncate);
+    auto before = vulkan::spirv_cache_stats();
+    EXPECT_EQ(vulkan::cached_spirv(42, glsl, "empty"), first);
+    auto after = vulkan::spirv_cache_stats();
+    EXPECT_EQ(after.rejected - before.rejected, 1);
+    EXPECT_EQ(vulkan::cached_spirv(42, glsl, "empty"), first);  // rewritten: a hit again
+    EXPECT_EQ(vulkan::spirv_cache_stats().hits - after.hits, 1);
+  }
+  // Another GLSL under the same kernel hash is another entry, never this one's code.
+  EXPECT_NE(vulkan::spirv_path(42, glsl + "// changed\n"), path);
+  if (old.empty())
+    unsetenv("KILN_CACHE_DIR");
+  else
+    setenv("KILN_CACHE_DIR", old.c_str(), 1);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 // The tiled matmul shader against the reference, with ragged tiles and broadcast batches.

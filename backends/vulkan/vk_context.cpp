@@ -5,8 +5,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <sstream>
 
+#include "backends/vulkan/disk_cache.h"
 #include "graph/error.h"
 
 namespace kiln::vulkan {
@@ -121,6 +123,8 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
   for (int i = 0; i < 3; ++i) info.max_groups[i] = lim.maxComputeWorkGroupCount[i];
   info.max_storage_range = lim.maxStorageBufferRange;
   info.driver_version = props.properties.driverVersion;
+  info.vendor_id = props.properties.vendorID;
+  info.device_id = props.properties.deviceID;
   std::memcpy(info.cache_uuid, props.properties.pipelineCacheUUID, VK_UUID_SIZE);
 
   VkPhysicalDeviceMemoryProperties mem;
@@ -249,8 +253,15 @@ Context::Context(int index) : index_(index), info_(physical_devices().at(index))
   if (best < 0) throw_error("vulkan: ", label(), " has no host-visible coherent memory type");
   memory_type_ = static_cast<uint32_t>(best);
 
+  // The driver checks the blob's header (device, driver, UUID) and ignores one that does not
+  // match; the disk cache's checksum keeps a damaged file from reaching it at all.
   VkPipelineCacheCreateInfo pci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
-  check(vkCreatePipelineCache(device_, &pci, nullptr, &cache_), "vkCreatePipelineCache");
+  std::optional<std::vector<char>> blob = load_pipeline_cache(cache_key());
+  if (blob) pci.initialDataSize = blob->size(), pci.pInitialData = blob->data();
+  if (vkCreatePipelineCache(device_, &pci, nullptr, &cache_) != VK_SUCCESS) {
+    pci.initialDataSize = 0, pci.pInitialData = nullptr;  // a blob the driver refused
+    check(vkCreatePipelineCache(device_, &pci, nullptr, &cache_), "vkCreatePipelineCache");
+  }
   wake_ = new_timeline();
   thread_ = std::thread([this] { completion_loop(); });
 }
@@ -266,6 +277,23 @@ Context::~Context() {
   vkDestroySemaphore(device_, wake_, nullptr);
   vkDestroyPipelineCache(device_, cache_, nullptr);
   vkDestroyDevice(device_, nullptr);
+}
+
+std::string Context::cache_key() const {
+  std::ostringstream os;
+  os << std::hex << info_.vendor_id << "-" << info_.device_id << "-" << info_.driver_version << "-";
+  for (uint8_t b : info_.cache_uuid) os << static_cast<int>(b);
+  return os.str();
+}
+
+void Context::persist_pipeline_cache() {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  size_t n = 0;
+  if (vkGetPipelineCacheData(device_, cache_, &n, nullptr) != VK_SUCCESS || n == 0) return;
+  std::vector<char> data(n);
+  if (vkGetPipelineCacheData(device_, cache_, &n, data.data()) != VK_SUCCESS) return;
+  data.resize(n);
+  store_pipeline_cache(cache_key(), data);
 }
 
 std::string Context::label() const {

@@ -29,6 +29,7 @@ struct PhysicalInfo {
   uint32_t max_groups[3] = {65535, 65535, 65535};
   uint64_t max_storage_range = 0;
   uint32_t driver_version = 0;
+  uint32_t vendor_id = 0, device_id = 0;
   uint8_t cache_uuid[VK_UUID_SIZE] = {};
 };
 
@@ -75,6 +76,10 @@ class Context {
              std::function<void()> cleanup);
   // A timeline semaphore starting at 0.
   VkSemaphore new_timeline();
+  // Writes the pipeline cache to the disk cache (after new pipelines were made).
+  void persist_pipeline_cache();
+  // Names the device and driver version for cache files.
+  std::string cache_key() const;
 
  private:
   struct Pending {
@@ -93,6 +98,7 @@ class Context {
   std::mutex queue_mu_;
   uint32_t memory_type_ = 0;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
+  std::mutex cache_mu_;
 
   std::mutex mu_;  // pending_, stop_, wake_value_
   std::vector<Pending> pending_;

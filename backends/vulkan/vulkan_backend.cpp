@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "backends/launch_check.h"
+#include "backends/vulkan/disk_cache.h"
 #include "backends/vulkan/glsl_codegen.h"
 #include "backends/vulkan/glsl_compiler.h"
 #include "backends/vulkan/matmul_shader.h"
@@ -168,8 +169,9 @@ std::shared_ptr<VulkanKernel> build_kernel(std::shared_ptr<Context> ctx, const K
         (k.name.find(fault) != std::string::npos ||
          vk->shader.glsl.find(fault, vk->shader.glsl.find("void main")) != std::string::npos))
       vk->shader.glsl += "#error KILN_VULKAN_FAULT_KERNEL matches this kernel\n";
-  std::vector<uint32_t> spirv = vulkan::compile_glsl(vk->shader.glsl, k.name);
+  std::vector<uint32_t> spirv = vulkan::cached_spirv(k.hash(), vk->shader.glsl, k.name);
   vk->pipe = std::make_unique<Pipeline>(ctx, spirv, static_cast<uint32_t>(k.buffers.size()) + 1, 0);
+  ctx->persist_pipeline_cache();
   return vk;
 }
 
