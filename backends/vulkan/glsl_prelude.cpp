@@ -80,16 +80,22 @@ uint k_ipow(uint b, uint e) {
   return r;
 }
 float k_erf_f(float x) {
+  // Near 0 the Taylor series (relative error < 1e-8 for |x| < 0.5); elsewhere 1 - erfc with
+  // erfc from a Chebyshev fit (Numerical Recipes' erfcc, fractional error < 1.2e-7). No loop:
+  // a data-dependent loop runs to its longest lane on SIMD hardware.
   if (isnan(x)) return x;
   float a = abs(x);
-  if (a >= 4.0) return x < 0.0 ? -1.0 : 1.0;
-  float z = a * a, term = a, sum = a;
-  for (int n = 1; n < 100; ++n) {
-    term *= 2.0 * z / float(2 * n + 1);
-    sum += term;
-    if (term <= sum * 1e-8) break;
+  if (a < 0.5) {
+    float z = x * x;
+    return x * (1.1283791670955126 + z * (-0.37612638903183754 + z * (0.11283791670955126 +
+           z * (-0.026866170645131252 + z * (0.0052239776254421878 + z * -0.00085483270234508)))));
   }
-  float r = 1.1283791670955126 * exp(-z) * sum;
+  if (a >= 4.0) return x < 0.0 ? -1.0 : 1.0;
+  float t = 1.0 / (1.0 + 0.5 * a);
+  float erfc = t * exp(-a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
+               t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
+               t * (-0.82215223 + t * 0.17087277)))))))));
+  float r = 1.0 - erfc;
   return x < 0.0 ? -r : r;
 }
 )";

@@ -124,6 +124,7 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
   info.max_storage_range = lim.maxStorageBufferRange;
   info.driver_version = props.properties.driverVersion;
   info.vendor_id = props.properties.vendorID;
+  info.cpu = props.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   info.device_id = props.properties.deviceID;
   std::memcpy(info.cache_uuid, props.properties.pipelineCacheUUID, VK_UUID_SIZE);
 
@@ -262,7 +263,6 @@ Context::Context(int index) : index_(index), info_(physical_devices().at(index))
     pci.initialDataSize = 0, pci.pInitialData = nullptr;  // a blob the driver refused
     check(vkCreatePipelineCache(device_, &pci, nullptr, &cache_), "vkCreatePipelineCache");
   }
-  wake_ = new_timeline();
   thread_ = std::thread([this] { completion_loop(); });
 }
 
@@ -271,10 +271,9 @@ Context::~Context() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  wake();
+  cv_.notify_all();
   thread_.join();
   vkDeviceWaitIdle(device_);
-  vkDestroySemaphore(device_, wake_, nullptr);
   vkDestroyPipelineCache(device_, cache_, nullptr);
   vkDestroyDevice(device_, nullptr);
 }
@@ -315,62 +314,54 @@ void Context::submit(const VkSubmitInfo& info) {
   check(vkQueueSubmit(queue_, 1, &info, VK_NULL_HANDLE), "vkQueueSubmit");
 }
 
-void Context::wake() {
-  std::lock_guard<std::mutex> lock(mu_);
-  VkSemaphoreSignalInfo si{VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO};
-  si.semaphore = wake_;
-  si.value = ++wake_value_;
-  vkSignalSemaphore(device_, &si);
-}
-
 void Context::watch(VkSemaphore sem, uint64_t value, std::shared_ptr<GpuEvent> ev,
                     std::function<void()> cleanup) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.push_back({sem, value, std::move(ev), std::move(cleanup)});
   }
-  wake();
+  cv_.notify_one();
 }
 
+// Sleeps on a condition variable while nothing is pending, else waits for the oldest pending
+// submission's semaphore (one semaphore, wait-all: lavapipe busy-polls a wait-any over several
+// semaphores, which cost a whole core), then completes everything that has finished.
 void Context::completion_loop() {
-  std::vector<VkSemaphore> sems;
-  std::vector<uint64_t> values;
   for (;;) {
-    uint64_t seen = 0;
-    vkGetSemaphoreCounterValue(device_, wake_, &seen);
-    sems.assign(1, wake_);
-    values.assign(1, seen + 1);
+    VkSemaphore sem;
+    uint64_t value;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_ && pending_.empty()) return;
-      for (const Pending& p : pending_) sems.push_back(p.sem), values.push_back(p.value);
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      if (pending_.empty()) return;  // stopping, nothing left
+      sem = pending_.front().sem, value = pending_.front().value;
     }
     VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
-    wi.flags = VK_SEMAPHORE_WAIT_ANY_BIT;
-    wi.semaphoreCount = static_cast<uint32_t>(sems.size());
-    wi.pSemaphores = sems.data();
-    wi.pValues = values.data();
-    VkResult r = vkWaitSemaphores(device_, &wi, 1000000000ull);  // 1 s: re-checks stop_
+    wi.semaphoreCount = 1;
+    wi.pSemaphores = &sem;
+    wi.pValues = &value;
+    VkResult r = vkWaitSemaphores(device_, &wi, 1000000000ull);
+    if (r == VK_TIMEOUT) continue;
+    std::exception_ptr err;
+    if (r != VK_SUCCESS) {
+      try {
+        check(r, "vkWaitSemaphores (device lost?)");
+      } catch (...) {
+        err = std::current_exception();
+      }
+    }
     std::vector<Pending> done;
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t i = 0; i < pending_.size();) {
         uint64_t v = 0;
         vkGetSemaphoreCounterValue(device_, pending_[i].sem, &v);
-        if (v >= pending_[i].value || (r != VK_SUCCESS && r != VK_TIMEOUT)) {
+        if (v >= pending_[i].value || err) {
           done.push_back(std::move(pending_[i]));
           pending_.erase(pending_.begin() + static_cast<long>(i));
         } else {
           ++i;
         }
-      }
-    }
-    std::exception_ptr err;
-    if (r != VK_SUCCESS && r != VK_TIMEOUT) {
-      try {
-        check(r, "vkWaitSemaphores (device lost?)");
-      } catch (...) {
-        err = std::current_exception();
       }
     }
     for (Pending& p : done) {

@@ -25,6 +25,7 @@ struct PhysicalInfo {
   bool usable = false;
   std::string reason;
   bool float64 = false, int64 = false;
+  bool cpu = false;  // VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe, SwiftShader)
   uint32_t queue_family = 0;
   uint32_t max_groups[3] = {65535, 65535, 65535};
   uint64_t max_storage_range = 0;
@@ -89,7 +90,6 @@ class Context {
     std::function<void()> cleanup;
   };
   void completion_loop();
-  void wake();
 
   int index_;
   PhysicalInfo info_;
@@ -100,11 +100,10 @@ class Context {
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::mutex cache_mu_;
 
-  std::mutex mu_;  // pending_, stop_, wake_value_
-  std::vector<Pending> pending_;
+  std::mutex mu_;  // pending_, stop_
+  std::condition_variable cv_;
+  std::vector<Pending> pending_;  // in submission order
   bool stop_ = false;
-  VkSemaphore wake_ = VK_NULL_HANDLE;
-  uint64_t wake_value_ = 0;
   std::thread thread_;
 };
 

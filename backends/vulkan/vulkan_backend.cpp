@@ -1,5 +1,6 @@
 #include "backends/vulkan/vulkan_backend.h"
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -7,6 +8,7 @@
 
 #include "backends/launch_check.h"
 #include "backends/vulkan/disk_cache.h"
+#include "backends/vulkan/flatten.h"
 #include "backends/vulkan/glsl_codegen.h"
 #include "backends/vulkan/glsl_compiler.h"
 #include "backends/vulkan/matmul_shader.h"
@@ -161,7 +163,9 @@ std::shared_ptr<VulkanKernel> build_kernel(std::shared_ptr<Context> ctx, const K
   vk->ir = k;
   vk->launch_check = LaunchCheck(k);
   vulkan::ShaderFeatures f{ctx->info().float64, ctx->info().int64, ctx->label()};
-  vk->shader = vulkan::generate_glsl(k, f);
+  Kernel flat = vulkan::flatten_domain(k);
+  flat.validate();  // a rewrite bug surfaces as kiln::Error, never as stray memory accesses
+  vk->shader = vulkan::generate_glsl(flat, f);
   // Fault injection for tests: a kernel whose name or GLSL contains KILN_VULKAN_FAULT_KERNEL
   // gets GLSL that glslang rejects, to check that a failed build fails only the work needing it.
   if (const char* fault = std::getenv("KILN_VULKAN_FAULT_KERNEL"))
@@ -175,18 +179,26 @@ std::shared_ptr<VulkanKernel> build_kernel(std::shared_ptr<Context> ctx, const K
   return vk;
 }
 
+struct MatmulPipeline {
+  vulkan::MatmulShader shader;
+  std::unique_ptr<Pipeline> pipe;
+};
+
 // The matmul pipeline of (device, dtype), built on first use and kept for the process.
-const Pipeline& matmul_pipeline(const std::shared_ptr<Context>& ctx, Dtype d) {
+const MatmulPipeline& matmul_pipeline(const std::shared_ptr<Context>& ctx, Dtype d) {
   static std::mutex mu;
-  static std::map<std::pair<const Context*, int>, std::shared_ptr<Pipeline>> cache;
+  static std::map<std::pair<const Context*, int>, std::shared_ptr<MatmulPipeline>> cache;
   std::lock_guard<std::mutex> lock(mu);
   auto& p = cache[{ctx.get(), static_cast<int>(d.kind)}];
   if (!p) {
     if (d == float64 && !ctx->info().float64)
       throw_error("vulkan: float64 matmul needs the device feature shaderFloat64, which ",
                   ctx->label(), " does not offer");
-    std::string glsl = vulkan::matmul_glsl(d, ctx->info().int64);
-    p = std::make_shared<Pipeline>(ctx, vulkan::compile_glsl(glsl, "matmul"), 4, 4);
+    auto mp = std::make_shared<MatmulPipeline>();
+    mp->shader = vulkan::matmul_glsl(d, ctx->info().int64, !ctx->info().cpu);
+    mp->pipe =
+        std::make_unique<Pipeline>(ctx, vulkan::compile_glsl(mp->shader.glsl, "matmul"), 4, 4);
+    p = mp;
   }
   return *p;
 }
@@ -281,7 +293,8 @@ class VulkanQueue : public Queue {
   }
 
   EventPtr enqueue_matmul(const MatmulArgs& a) override {
-    const Pipeline& pipe = matmul_pipeline(ctx_, a.dtype);
+    const MatmulPipeline& mp = matmul_pipeline(ctx_, a.dtype);
+    const Pipeline& pipe = *mp.pipe;
     size_t nb = a.c_offsets.size();
     if (a.a_offsets.size() != nb || a.b_offsets.size() != nb)
       throw_error("vulkan: matmul got ", a.a_offsets.size(), "/", a.b_offsets.size(), "/", nb,
@@ -296,8 +309,8 @@ class VulkanQueue : public Queue {
     write_params(words, *res);
     bind(pipe, {bufs[0]->handle(), bufs[1]->handle(), bufs[2]->handle()}, *res);
     const uint32_t* lim = ctx_->info().max_groups;
-    int64_t gx = (a.n + vulkan::kMatmulTile - 1) / vulkan::kMatmulTile;
-    int64_t gy = (a.m + vulkan::kMatmulTile - 1) / vulkan::kMatmulTile;
+    int64_t gx = (a.n + mp.shader.cols_per_group - 1) / mp.shader.cols_per_group;
+    int64_t gy = (a.m + mp.shader.rows_per_group - 1) / mp.shader.rows_per_group;
     if (gx > lim[0] || gy > lim[1])
       throw_error("vulkan: matmul of ", a.m, " x ", a.n, " needs ", gy, " x ", gx,
                   " workgroups, more than ", ctx_->label(), " launches");
@@ -342,6 +355,13 @@ class VulkanQueue : public Queue {
     }
   };
 
+  // Workgroups per launch at most (0: one per point or 64 points): 64 on a CPU device,
+  // KILN_VULKAN_MAX_GROUPS overrides (tests use 0 to launch grids past 65535 groups on lavapipe).
+  static int64_t max_groups(const Context& ctx) {
+    if (const char* v = std::getenv("KILN_VULKAN_MAX_GROUPS"); v && *v) return std::atoll(v);
+    return ctx.info().cpu ? 64 : 0;
+  }
+
   VulkanBuffer* own(Buffer* b, const std::string& kernel) const {
     auto* vb = dynamic_cast<VulkanBuffer*>(b);
     if (!vb || vb->context() != ctx_.get())
@@ -353,6 +373,9 @@ class VulkanQueue : public Queue {
                   " bytes, beyond the device's maxStorageBufferRange of ",
                   ctx_->info().max_storage_range,
                   " bytes (tensors that large are not supported on this device yet)");
+    if (vb->bytes() > static_cast<size_t>(INT32_MAX))
+      throw_error("vulkan: ", kernel, " binds a buffer of ", vb->bytes(),
+                  " bytes, beyond the backend's 32-bit addressing");
     return vb;
   }
 
@@ -363,8 +386,19 @@ class VulkanQueue : public Queue {
     int64_t points = 1;
     for (int a = 0; a < kept; ++a) points *= e[a];
     if (points <= 0) return false;
+    if (points > INT32_MAX)
+      throw_error("vulkan: kernel ", k.ir.name, " has ", points,
+                  " output points, beyond the backend's 32-bit addressing");
+    int64_t reduced = 1;
+    for (int a = kept; a < k.ir.ndim(); ++a) reduced *= std::max<int64_t>(e[a], 1);
+    if (reduced > INT32_MAX)
+      throw_error("vulkan: kernel ", k.ir.name, " reduces ", reduced,
+                  " elements per output, beyond the backend's 32-bit addressing");
     int64_t total =
         k.shader.per_group ? points : (points + k.shader.local_size - 1) / k.shader.local_size;
+    // Shaders loop over points past the grid: a CPU device gets a few groups per core (each
+    // workgroup is a task switch there); a GPU one group per point or per 64 points.
+    if (max_groups_ > 0) total = std::min<int64_t>(total, max_groups_);
     const uint32_t* lim = ctx_->info().max_groups;
     int64_t gx = std::min<int64_t>(total, lim[0]);
     int64_t gy = std::min<int64_t>((total + gx - 1) / gx, lim[1]);
@@ -494,6 +528,7 @@ class VulkanQueue : public Queue {
 
   std::shared_ptr<Context> ctx_;
   std::shared_ptr<LaneState> lane_;
+  int64_t max_groups_ = max_groups(*ctx_);
 };
 
 class VulkanBackend : public Backend {
