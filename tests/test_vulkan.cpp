@@ -408,6 +408,39 @@ TEST_F(Vulkan, EveryReductionAndDtype) {
       }
 }
 
+// Full reductions of >= 2^16 elements run as 64 partial reductions, a tail and a combine
+// (split_reduce.h); the epilogue runs in the combine.
+TEST_F(Vulkan, FullReductionsSplitAcrossWorkgroups) {
+  const int64_t n = (int64_t{1} << 20) + 37;  // leaves a tail
+  for (Dtype d : {float32, float64, float16, int32, int8, uint64})
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod}) {
+      if (d.is_float() && op == ReduceOp::Prod) continue;  // a product of 1M values is 0 or inf
+      Kernel k = reduce_kernel(d, op, {n}, {0});
+      bool fsum = d.is_float() && op == ReduceOp::Sum;
+      Tolerance tol;
+      if (fsum)
+        tol = {Tolerance::Rel, 0, d == float64 ? 1e-12 : d == float16 ? 0x1.0p-10 : 1e-5, 1e-3};
+      differential(k, {sample(d, n, 9, !fsum), Bytes(d.size())}, tol,
+                   std::string("full ") + op_name(op) + " " + d.name());
+    }
+  // With an epilogue: mean-like scaling of the sum, cast to float64.
+  Kernel k = reduce_kernel(float32, ReduceOp::Sum, {n}, {0});
+  k.stores.clear();
+  k.buffers.pop_back();
+  Value c;
+  c.kind = ValueKind::Constant, c.dtype = float32, c.constant = Scalar::of(0.25f);
+  int cv = add(k, c);
+  Value m;
+  m.kind = ValueKind::Binary, m.binary = BinaryOp::Multiply, m.dtype = float32;
+  m.a = k.reduce->value, m.b = cv;
+  int mv = add(k, m);
+  Value cast;
+  cast.kind = ValueKind::Cast, cast.dtype = float64, cast.a = mv;
+  store(k, float64, map_of({0}), add(k, cast));
+  differential(k, {sample(float32, n, 10, false), Bytes(8)}, {Tolerance::Rel, 0, 1e-5, 1e-3},
+               "full sum with epilogue");
+}
+
 // One kernel for every shape: runtime extents and strides, launch scalars of several dtypes,
 // and a reduction with an epilogue that uses a launch scalar.
 TEST_F(Vulkan, RuntimeDimsAndLaunchScalars) {

@@ -29,7 +29,8 @@ struct Shader {
   std::string glsl;
   int local_size = 0;
   bool per_group = false;  // one workgroup per kept point (reductions)
-  int nparams = 0;         // words of the kernel's own params
+  int points_per_invocation = 1;
+  int nparams = 0;  // words of the kernel's own params
   std::vector<FloatSlot> float_slots;
 };
 

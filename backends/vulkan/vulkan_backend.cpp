@@ -1,6 +1,8 @@
 #include "backends/vulkan/vulkan_backend.h"
 
+#include <array>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -12,6 +14,7 @@
 #include "backends/vulkan/glsl_codegen.h"
 #include "backends/vulkan/glsl_compiler.h"
 #include "backends/vulkan/matmul_shader.h"
+#include "backends/vulkan/split_reduce.h"
 #include "backends/vulkan/vk_context.h"
 #include "graph/error.h"
 
@@ -35,7 +38,9 @@ struct Allocation {
   Allocation(std::shared_ptr<Context> c, size_t n) : ctx(std::move(c)), bytes(n) {
     VkDevice dev = ctx->device();
     VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-    bi.size = (std::max<size_t>(n, 4) + 3) / 4 * 4;  // packed byte types are read as words
+    // Whole 16-byte words: packed byte types are read as uint words, contiguous 4-byte types
+    // as 4-vectors.
+    bi.size = (std::max<size_t>(n, 16) + 15) / 16 * 16;
     bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
@@ -151,30 +156,56 @@ struct Pipeline {
 };
 
 // A compiled kernel: its pipeline and what a launch needs to know about its shader.
-struct VulkanKernel : CompiledKernel {
+// One dispatch of a compiled kernel: the (rewritten) Kernel IR it runs, its shader and pipeline.
+struct Stage {
   Kernel ir;
-  LaunchCheck launch_check;
   vulkan::Shader shader;
   std::unique_ptr<Pipeline> pipe;
 };
+
+// A compiled kernel: one stage, or part/tail/combine stages of a split full reduction that
+// share a scratch buffer bound after the kernel's buffers.
+struct VulkanKernel : CompiledKernel {
+  Kernel ir;  // as the caller built it: launches are checked against it
+  LaunchCheck launch_check;
+  std::vector<Stage> stages;
+  size_t scratch_bytes = 0;
+};
+
+Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const std::string& name) {
+  Stage st;
+  st.ir = k;
+  k.validate();  // a rewrite bug surfaces as kiln::Error, never as stray memory accesses
+  vulkan::ShaderFeatures f{ctx->info().float64, ctx->info().int64, ctx->label()};
+  st.shader = vulkan::generate_glsl(k, f);
+  // Fault injection for tests: a kernel whose name or GLSL contains KILN_VULKAN_FAULT_KERNEL
+  // gets GLSL that glslang rejects, to check that a failed build fails only the work needing it.
+  if (const char* fault = std::getenv("KILN_VULKAN_FAULT_KERNEL"))
+    if (*fault &&
+        (name.find(fault) != std::string::npos ||
+         st.shader.glsl.find(fault, st.shader.glsl.find("void main")) != std::string::npos))
+      st.shader.glsl += "#error KILN_VULKAN_FAULT_KERNEL matches this kernel\n";
+  if (const char* dump = std::getenv("KILN_VULKAN_DUMP_GLSL"); dump && *dump == '1')
+    std::fprintf(stderr, "// kiln vulkan kernel %s\n%s\n", k.name.c_str(),
+                 st.shader.glsl.substr(st.shader.glsl.find("void main")).c_str());
+  std::vector<uint32_t> spirv = vulkan::cached_spirv(k.hash(), st.shader.glsl, k.name);
+  st.pipe = std::make_unique<Pipeline>(ctx, spirv, static_cast<uint32_t>(k.buffers.size()) + 1, 0);
+  return st;
+}
 
 std::shared_ptr<VulkanKernel> build_kernel(std::shared_ptr<Context> ctx, const Kernel& k) {
   auto vk = std::make_shared<VulkanKernel>();
   vk->ir = k;
   vk->launch_check = LaunchCheck(k);
-  vulkan::ShaderFeatures f{ctx->info().float64, ctx->info().int64, ctx->label()};
   Kernel flat = vulkan::flatten_domain(k);
-  flat.validate();  // a rewrite bug surfaces as kiln::Error, never as stray memory accesses
-  vk->shader = vulkan::generate_glsl(flat, f);
-  // Fault injection for tests: a kernel whose name or GLSL contains KILN_VULKAN_FAULT_KERNEL
-  // gets GLSL that glslang rejects, to check that a failed build fails only the work needing it.
-  if (const char* fault = std::getenv("KILN_VULKAN_FAULT_KERNEL"))
-    if (*fault &&
-        (k.name.find(fault) != std::string::npos ||
-         vk->shader.glsl.find(fault, vk->shader.glsl.find("void main")) != std::string::npos))
-      vk->shader.glsl += "#error KILN_VULKAN_FAULT_KERNEL matches this kernel\n";
-  std::vector<uint32_t> spirv = vulkan::cached_spirv(k.hash(), vk->shader.glsl, k.name);
-  vk->pipe = std::make_unique<Pipeline>(ctx, spirv, static_cast<uint32_t>(k.buffers.size()) + 1, 0);
+  if (auto split = vulkan::split_full_reduction(flat, ctx->info().float64)) {
+    vk->stages.push_back(build_stage(ctx, split->part, k.name));
+    if (split->tail) vk->stages.push_back(build_stage(ctx, *split->tail, k.name));
+    vk->stages.push_back(build_stage(ctx, split->combine, k.name));
+    vk->scratch_bytes = static_cast<size_t>(split->partials) * split->partial.size();
+  } else {
+    vk->stages.push_back(build_stage(ctx, flat, k.name));
+  }
   ctx->persist_pipeline_cache();
   return vk;
 }
@@ -250,20 +281,33 @@ class VulkanQueue : public Queue {
   EventPtr enqueue_kernel(const CompiledKernel& ck, const KernelArgs& args) override {
     auto& k = static_cast<const VulkanKernel&>(ck);
     k.launch_check(k.ir, args);
-    std::vector<VulkanBuffer*> bufs;
-    for (Buffer* b : args.buffers) bufs.push_back(own(b, k.ir.name));
-    uint32_t groups[3];
-    if (!grid(k, args.params, groups)) return nullptr;  // an empty domain: nothing to run
-    auto res = std::make_shared<LaunchResources>(ctx_);
-    write_params(launch_words(k, args.params), *res);
     std::vector<VkBuffer> handles;
-    for (VulkanBuffer* b : bufs) handles.push_back(b->handle());
-    bind(*k.pipe, handles, *res);
+    for (Buffer* b : args.buffers) handles.push_back(own(b, k.ir.name)->handle());
+    size_t n = k.stages.size();
+    std::vector<std::array<uint32_t, 3>> groups(n);
+    for (size_t i = 0; i < n; ++i)
+      if (!grid(k.stages[i].ir, k.stages[i].shader, args.params, groups[i].data()))
+        return nullptr;  // an empty domain: nothing to run
+    auto res = std::make_shared<LaunchResources>(ctx_);
+    if (k.scratch_bytes) {
+      res->scratch = std::make_unique<Allocation>(ctx_, k.scratch_bytes);
+      handles.push_back(res->scratch->buffer);
+    }
+    for (const Stage& st : k.stages) {
+      std::vector<VkBuffer> bound(handles.begin(),
+                                  handles.begin() + static_cast<long>(st.ir.buffers.size()));
+      write_params(launch_words(st.shader, args.params), *res);
+      bind(*st.pipe, bound, *res);
+    }
     return submit(res, [&](VkCommandBuffer cb) {
-      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipe->pipeline);
-      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipe->layout, 0, 1, &res->set,
-                              0, nullptr);
-      vkCmdDispatch(cb, groups[0], groups[1], groups[2]);
+      for (size_t i = 0; i < n; ++i) {
+        if (i) full_barrier(cb);  // the combine reads what the parts wrote
+        const Pipeline& p = *k.stages[i].pipe;
+        vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+        vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &res->sets[i],
+                                0, nullptr);
+        vkCmdDispatch(cb, groups[i][0], groups[i][1], groups[i][2]);
+      }
     });
   }
 
@@ -316,8 +360,8 @@ class VulkanQueue : public Queue {
                   " workgroups, more than ", ctx_->label(), " launches");
     return submit(res, [&](VkCommandBuffer cb) {
       vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.pipeline);
-      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 1, &res->set, 0,
-                              nullptr);
+      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 1, &res->sets[0],
+                              0, nullptr);
       for (size_t b0 = 0; b0 < nb; b0 += lim[2]) {  // batches past the z limit: more dispatches
         uint32_t first = static_cast<uint32_t>(b0);
         vkCmdPushConstants(cb, pipe.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &first);
@@ -346,12 +390,13 @@ class VulkanQueue : public Queue {
   // Per-launch objects, released on the completion thread once the GPU is done with them.
   struct LaunchResources {
     std::shared_ptr<Context> ctx;
-    std::unique_ptr<Allocation> params;
-    VkDescriptorPool pool = VK_NULL_HANDLE;
-    VkDescriptorSet set = VK_NULL_HANDLE;
+    std::vector<std::unique_ptr<Allocation>> params;  // per dispatch
+    std::vector<VkDescriptorPool> pools;
+    std::vector<VkDescriptorSet> sets;
+    std::unique_ptr<Allocation> scratch;  // partials of a split reduction
     explicit LaunchResources(std::shared_ptr<Context> c) : ctx(std::move(c)) {}
     ~LaunchResources() {
-      if (pool) vkDestroyDescriptorPool(ctx->device(), pool, nullptr);
+      for (VkDescriptorPool p : pools) vkDestroyDescriptorPool(ctx->device(), p, nullptr);
     }
   };
 
@@ -380,22 +425,23 @@ class VulkanQueue : public Queue {
   }
 
   // Workgroups for a launch, folded into 2-D/3-D grids past the per-dimension limit.
-  bool grid(const VulkanKernel& k, const std::vector<int64_t>& params, uint32_t g[3]) const {
-    std::vector<int64_t> e = k.ir.extents(params);
-    int kept = k.ir.kept_axes();
+  bool grid(const Kernel& ir, const vulkan::Shader& sh, const std::vector<int64_t>& params,
+            uint32_t g[3]) const {
+    std::vector<int64_t> e = ir.extents(params);
+    int kept = ir.kept_axes();
     int64_t points = 1;
     for (int a = 0; a < kept; ++a) points *= e[a];
     if (points <= 0) return false;
     if (points > INT32_MAX)
-      throw_error("vulkan: kernel ", k.ir.name, " has ", points,
+      throw_error("vulkan: kernel ", ir.name, " has ", points,
                   " output points, beyond the backend's 32-bit addressing");
     int64_t reduced = 1;
-    for (int a = kept; a < k.ir.ndim(); ++a) reduced *= std::max<int64_t>(e[a], 1);
+    for (int a = kept; a < ir.ndim(); ++a) reduced *= std::max<int64_t>(e[a], 1);
     if (reduced > INT32_MAX)
-      throw_error("vulkan: kernel ", k.ir.name, " reduces ", reduced,
+      throw_error("vulkan: kernel ", ir.name, " reduces ", reduced,
                   " elements per output, beyond the backend's 32-bit addressing");
-    int64_t total =
-        k.shader.per_group ? points : (points + k.shader.local_size - 1) / k.shader.local_size;
+    int64_t per_group = int64_t{sh.local_size} * sh.points_per_invocation;
+    int64_t total = sh.per_group ? points : (points + per_group - 1) / per_group;
     // Shaders loop over points past the grid: a CPU device gets a few groups per core (each
     // workgroup is a task switch there); a GPU one group per point or per 64 points.
     if (max_groups_ > 0) total = std::min<int64_t>(total, max_groups_);
@@ -404,7 +450,7 @@ class VulkanQueue : public Queue {
     int64_t gy = std::min<int64_t>((total + gx - 1) / gx, lim[1]);
     int64_t gz = (total + gx * gy - 1) / (gx * gy);
     if (gz > lim[2])
-      throw_error("vulkan: kernel ", k.ir.name, " needs ", total, " workgroups, more than ",
+      throw_error("vulkan: kernel ", ir.name, " needs ", total, " workgroups, more than ",
                   ctx_->label(), " can launch (", lim[0], " x ", lim[1], " x ", lim[2], ")");
     g[0] = static_cast<uint32_t>(gx), g[1] = static_cast<uint32_t>(gy);
     g[2] = static_cast<uint32_t>(gz);
@@ -424,11 +470,11 @@ class VulkanQueue : public Queue {
   }
 
   // Params as 64-bit words, then the float32 bits of each float launch scalar (FloatSlot).
-  static std::vector<int64_t> launch_words(const VulkanKernel& k,
+  static std::vector<int64_t> launch_words(const vulkan::Shader& sh,
                                            const std::vector<int64_t>& params) {
     std::vector<int64_t> words(params.begin(), params.end());
-    words.resize(static_cast<size_t>(k.shader.nparams) + k.shader.float_slots.size(), 0);
-    for (const vulkan::FloatSlot& s : k.shader.float_slots) {
+    words.resize(static_cast<size_t>(sh.nparams) + sh.float_slots.size(), 0);
+    for (const vulkan::FloatSlot& s : sh.float_slots) {
       double d;
       std::memcpy(&d, &params.at(s.param), 8);
       float f = static_cast<float>(d);
@@ -441,8 +487,8 @@ class VulkanQueue : public Queue {
 
   void write_params(std::vector<int64_t> words, LaunchResources& res) const {
     if (words.empty()) words.push_back(0);
-    res.params = std::make_unique<Allocation>(ctx_, words.size() * 8);
-    std::memcpy(res.params->mapped, words.data(), words.size() * 8);
+    res.params.push_back(std::make_unique<Allocation>(ctx_, words.size() * 8));
+    std::memcpy(res.params.back()->mapped, words.data(), words.size() * 8);
   }
 
   void bind(const Pipeline& k, const std::vector<VkBuffer>& bufs, LaunchResources& res) const {
@@ -452,18 +498,22 @@ class VulkanQueue : public Queue {
     pi.maxSets = 1;
     pi.poolSizeCount = 1;
     pi.pPoolSizes = &size;
-    check(vkCreateDescriptorPool(d, &pi, nullptr, &res.pool), "vkCreateDescriptorPool");
+    VkDescriptorPool pool;
+    check(vkCreateDescriptorPool(d, &pi, nullptr, &pool), "vkCreateDescriptorPool");
+    res.pools.push_back(pool);
     VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-    ai.descriptorPool = res.pool;
+    ai.descriptorPool = pool;
     ai.descriptorSetCount = 1;
     ai.pSetLayouts = &k.set_layout;
-    check(vkAllocateDescriptorSets(d, &ai, &res.set), "vkAllocateDescriptorSets");
+    VkDescriptorSet set;
+    check(vkAllocateDescriptorSets(d, &ai, &set), "vkAllocateDescriptorSets");
+    res.sets.push_back(set);
     std::vector<VkDescriptorBufferInfo> infos(k.bindings);
     std::vector<VkWriteDescriptorSet> writes(k.bindings);
     for (uint32_t i = 0; i < k.bindings; ++i) {
-      infos[i] = {i < bufs.size() ? bufs[i] : res.params->buffer, 0, VK_WHOLE_SIZE};
+      infos[i] = {i < bufs.size() ? bufs[i] : res.params.back()->buffer, 0, VK_WHOLE_SIZE};
       writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-      writes[i].dstSet = res.set;
+      writes[i].dstSet = set;
       writes[i].dstBinding = i;
       writes[i].descriptorCount = 1;
       writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
