@@ -237,11 +237,19 @@ const MatmulPipeline& matmul_pipeline(const std::shared_ptr<Context>& ctx, Dtype
 // The live state of one lane: a command pool and the timeline semaphore that orders its
 // submissions. Shared with the completion thread's clean-ups, which free command buffers.
 struct LaneState {
+  // Params buffers of this size and descriptor pools of this many storage-buffer descriptors
+  // are recycled between launches (creating them cost a good part of a launch); larger ones are
+  // made for the launch and destroyed after it.
+  static constexpr size_t kParamBytes = 4096;
+  static constexpr uint32_t kDescriptors = 32;
+
   std::shared_ptr<Context> ctx;
-  std::mutex mu;  // pool and next value
+  std::mutex mu;  // pool, next value and the free lists
   VkCommandPool pool = VK_NULL_HANDLE;
   VkSemaphore timeline = VK_NULL_HANDLE;
   uint64_t value = 0;  // last value submitted
+  std::vector<std::unique_ptr<Allocation>> free_params;
+  std::vector<VkDescriptorPool> free_pools;
 
   explicit LaneState(std::shared_ptr<Context> c) : ctx(std::move(c)) {
     VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
@@ -250,6 +258,7 @@ struct LaneState {
     timeline = ctx->new_timeline();
   }
   ~LaneState() {
+    for (VkDescriptorPool p : free_pools) vkDestroyDescriptorPool(ctx->device(), p, nullptr);
     vkDestroySemaphore(ctx->device(), timeline, nullptr);
     vkDestroyCommandPool(ctx->device(), pool, nullptr);
   }
@@ -288,7 +297,7 @@ class VulkanQueue : public Queue {
     for (size_t i = 0; i < n; ++i)
       if (!grid(k.stages[i].ir, k.stages[i].shader, args.params, groups[i].data()))
         return nullptr;  // an empty domain: nothing to run
-    auto res = std::make_shared<LaunchResources>(ctx_);
+    auto res = std::make_shared<LaunchResources>(lane_);
     if (k.scratch_bytes) {
       res->scratch = std::make_unique<Allocation>(ctx_, k.scratch_bytes);
       handles.push_back(res->scratch->buffer);
@@ -316,7 +325,7 @@ class VulkanQueue : public Queue {
     auto* d = dynamic_cast<VulkanBuffer*>(&dst);
     if (s && d && s->context() == ctx_.get() && d->context() == ctx_.get()) {
       if (bytes == 0) return nullptr;
-      auto res = std::make_shared<LaunchResources>(ctx_);
+      auto res = std::make_shared<LaunchResources>(lane_);
       return submit(res, [&](VkCommandBuffer cb) {
         VkBufferCopy region{0, 0, bytes};
         vkCmdCopyBuffer(cb, s->handle(), d->handle(), 1, &region);
@@ -349,7 +358,7 @@ class VulkanQueue : public Queue {
     std::vector<int64_t> words = {a.m, a.n, a.k, static_cast<int64_t>(nb)};
     for (const auto* offs : {&a.a_offsets, &a.b_offsets, &a.c_offsets})
       words.insert(words.end(), offs->begin(), offs->end());
-    auto res = std::make_shared<LaunchResources>(ctx_);
+    auto res = std::make_shared<LaunchResources>(lane_);
     write_params(words, *res);
     bind(pipe, {bufs[0]->handle(), bufs[1]->handle(), bufs[2]->handle()}, *res);
     const uint32_t* lim = ctx_->info().max_groups;
@@ -389,14 +398,25 @@ class VulkanQueue : public Queue {
  private:
   // Per-launch objects, released on the completion thread once the GPU is done with them.
   struct LaunchResources {
-    std::shared_ptr<Context> ctx;
-    std::vector<std::unique_ptr<Allocation>> params;  // per dispatch
-    std::vector<VkDescriptorPool> pools;
+    std::shared_ptr<LaneState> lane;
+    std::vector<std::unique_ptr<Allocation>> params;       // per dispatch
+    std::vector<std::pair<VkDescriptorPool, bool>> pools;  // (pool, recyclable)
     std::vector<VkDescriptorSet> sets;
     std::unique_ptr<Allocation> scratch;  // partials of a split reduction
-    explicit LaunchResources(std::shared_ptr<Context> c) : ctx(std::move(c)) {}
-    ~LaunchResources() {
-      for (VkDescriptorPool p : pools) vkDestroyDescriptorPool(ctx->device(), p, nullptr);
+    explicit LaunchResources(std::shared_ptr<LaneState> l) : lane(std::move(l)) {}
+    ~LaunchResources() {  // on the completion thread, after the GPU is done with them
+      VkDevice d = lane->ctx->device();
+      std::lock_guard<std::mutex> lock(lane->mu);
+      for (auto& [p, recycle] : pools) {
+        if (recycle) {
+          vkResetDescriptorPool(d, p, 0);
+          lane->free_pools.push_back(p);
+        } else {
+          vkDestroyDescriptorPool(d, p, nullptr);
+        }
+      }
+      for (auto& a : params)
+        if (a->bytes == LaneState::kParamBytes) lane->free_params.push_back(std::move(a));
     }
   };
 
@@ -493,20 +513,41 @@ class VulkanQueue : public Queue {
 
   void write_params(std::vector<int64_t> words, LaunchResources& res) const {
     if (words.empty()) words.push_back(0);
-    res.params.push_back(std::make_unique<Allocation>(ctx_, words.size() * 8));
+    size_t bytes = words.size() * 8;
+    std::unique_ptr<Allocation> a;
+    if (bytes <= LaneState::kParamBytes) {
+      std::lock_guard<std::mutex> lock(lane_->mu);
+      if (!lane_->free_params.empty()) {
+        a = std::move(lane_->free_params.back());
+        lane_->free_params.pop_back();
+      }
+    }
+    if (!a) a = std::make_unique<Allocation>(ctx_, std::max(bytes, size_t{LaneState::kParamBytes}));
+    res.params.push_back(std::move(a));
     std::memcpy(res.params.back()->mapped, words.data(), words.size() * 8);
   }
 
   void bind(const Pipeline& k, const std::vector<VkBuffer>& bufs, LaunchResources& res) const {
     VkDevice d = ctx_->device();
-    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, k.bindings};
-    VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-    pi.maxSets = 1;
-    pi.poolSizeCount = 1;
-    pi.pPoolSizes = &size;
-    VkDescriptorPool pool;
-    check(vkCreateDescriptorPool(d, &pi, nullptr, &pool), "vkCreateDescriptorPool");
-    res.pools.push_back(pool);
+    bool recycle = k.bindings <= LaneState::kDescriptors;
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    if (recycle) {
+      std::lock_guard<std::mutex> lock(lane_->mu);
+      if (!lane_->free_pools.empty()) {
+        pool = lane_->free_pools.back();
+        lane_->free_pools.pop_back();
+      }
+    }
+    if (!pool) {
+      VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                recycle ? LaneState::kDescriptors : k.bindings};
+      VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+      pi.maxSets = 1;
+      pi.poolSizeCount = 1;
+      pi.pPoolSizes = &size;
+      check(vkCreateDescriptorPool(d, &pi, nullptr, &pool), "vkCreateDescriptorPool");
+    }
+    res.pools.push_back({pool, recycle});
     VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
     ai.descriptorPool = pool;
     ai.descriptorSetCount = 1;
