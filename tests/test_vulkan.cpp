@@ -28,6 +28,7 @@
 #include "backends/vulkan/disk_cache.h"
 #include "backends/vulkan/glsl_codegen.h"
 #include "backends/vulkan/glsl_compiler.h"
+#include "backends/vulkan/vk_context.h"
 #include "backends/vulkan/vulkan_backend.h"
 #include "kiln.h"
 #include "test_util.h"
@@ -713,6 +714,39 @@ TEST_F(Vulkan, DiskCacheRebuildsCorruptEntries) {
     setenv("KILN_CACHE_DIR", old.c_str(), 1);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
+}
+
+// Buffers the host cannot map (a discrete GPU's device-local memory) are read and written
+// through staging buffers and vkCmdCopyBuffer. KILN_VULKAN_STAGING=1 forces that path on
+// lavapipe; it applies to a context created after it is set, so this test runs in a process of
+// its own (as ctest runs every test).
+TEST_F(Vulkan, StagedTransfersWhenMemoryIsNotMapped) {
+  setenv("KILN_VULKAN_STAGING", "1", 1);
+  if (!vulkan::context(0)->staged())
+    GTEST_SKIP() << "vulkan:0 was set up before this test; run it alone (ctest does)";
+  Kernel k = elementwise(
+      {float32, int8},
+      [](std::vector<int> in) {
+        Value v;
+        v.kind = ValueKind::Binary, v.binary = BinaryOp::Less, v.dtype = bool_, v.a = in[0];
+        v.b = in[0];
+        return v;
+      },
+      1001);
+  differential(k, {sample(float32, 1001, 1), sample(int8, 1001, 2), Bytes(1001)}, {}, "staged");
+  Device vk = device("vulkan"), ref = device("reference");
+  Array x = random::normal({257, 31}, float32, random::key(5), ref);
+  Array want = sum(tanh(x) * 2.0f, 1, false, ref);
+  Array got = compute_on(vk, [](const Array& a) { return sum(tanh(a) * 2.0f, 1); })(x);
+  Array m = compute_on(vk, [](const Array& a) { return matmul(a, transpose(a)); })(x);
+  Array mw = matmul(x, transpose(x, ref), ref);
+  eval({want, got, m, mw});
+  EXPECT_EQ(got.device(), vk);
+  auto g = got.to_vector<float>(), w = want.to_vector<float>();
+  for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], w[i], 1e-4 * (1 + std::fabs(w[i])));
+  auto gm = m.to_vector<float>(), wm = mw.to_vector<float>();
+  for (size_t i = 0; i < gm.size(); ++i) ASSERT_NEAR(gm[i], wm[i], 1e-4 * (1 + std::fabs(wm[i])));
+  unsetenv("KILN_VULKAN_STAGING");
 }
 
 // The tiled matmul shader against the reference, with ragged tiles and broadcast batches.

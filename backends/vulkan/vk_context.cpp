@@ -235,24 +235,31 @@ Context::Context(int index) : index_(index), info_(physical_devices().at(index))
   check(vkCreateDevice(info_.handle, &ci, nullptr, &device_), "vkCreateDevice");
   vkGetDeviceQueue(device_, info_.queue_family, 0, &queue_);
 
-  // Memory: device-local and host-visible where one type is both (lavapipe, integrated GPUs,
-  // resizable BAR), else host-visible; kernels read it in place and transfers are memcpy.
+  // Memory: one host-visible coherent type for params and staging (device-local too where a
+  // type is both: lavapipe, integrated GPUs, resizable BAR). Buffers use it directly when it is
+  // device-local or the device has no other device-local type; otherwise they live in
+  // device-local memory and transfers are staged.
   VkPhysicalDeviceMemoryProperties mem;
   vkGetPhysicalDeviceMemoryProperties(info_.handle, &mem);
   const VkMemoryPropertyFlags host =
       VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  int best = -1;
+  const VkMemoryPropertyFlags local = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  int best = -1, device_local = -1;
   for (uint32_t t = 0; t < mem.memoryTypeCount; ++t) {
     VkMemoryPropertyFlags f = mem.memoryTypes[t].propertyFlags;
+    if ((f & local) && device_local < 0) device_local = static_cast<int>(t);
     if ((f & host) != host) continue;
-    if (best < 0 || (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) {
-      bool was_local =
-          best >= 0 && (mem.memoryTypes[best].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-      if (!was_local) best = static_cast<int>(t);
-    }
+    if (best < 0 || ((f & local) && !(mem.memoryTypes[best].propertyFlags & local)))
+      best = static_cast<int>(t);
   }
   if (best < 0) throw_error("vulkan: ", label(), " has no host-visible coherent memory type");
-  memory_type_ = static_cast<uint32_t>(best);
+  host_type_ = buffer_type_ = static_cast<uint32_t>(best);
+  if (!(mem.memoryTypes[best].propertyFlags & local) && device_local >= 0) {
+    buffer_type_ = static_cast<uint32_t>(device_local);
+    staged_ = true;
+  }
+  if (const char* v = std::getenv("KILN_VULKAN_STAGING"); v && std::strcmp(v, "1") == 0)
+    staged_ = true;  // tests: the staged path on a device whose memory is all host-visible
 
   // The driver checks the blob's header (device, driver, UUID) and ignores one that does not
   // match; the disk cache's checksum keeps a damaged file from reaching it at all.
@@ -274,6 +281,10 @@ Context::~Context() {
   cv_.notify_all();
   thread_.join();
   vkDeviceWaitIdle(device_);
+  if (transfer_pool_) {
+    vkDestroyFence(device_, transfer_fence_, nullptr);
+    vkDestroyCommandPool(device_, transfer_pool_, nullptr);
+  }
   vkDestroyPipelineCache(device_, cache_, nullptr);
   vkDestroyDevice(device_, nullptr);
 }
@@ -309,9 +320,49 @@ VkSemaphore Context::new_timeline() {
   return s;
 }
 
-void Context::submit(const VkSubmitInfo& info) {
+void Context::submit(const VkSubmitInfo& info, VkFence fence) {
   std::lock_guard<std::mutex> lock(queue_mu_);
-  check(vkQueueSubmit(queue_, 1, &info, VK_NULL_HANDLE), "vkQueueSubmit");
+  check(vkQueueSubmit(queue_, 1, &info, fence), "vkQueueSubmit");
+}
+
+void Context::transfer(VkBuffer src, size_t src_offset, VkBuffer dst, size_t dst_offset, size_t n) {
+  if (n == 0) return;
+  std::lock_guard<std::mutex> lock(transfer_mu_);
+  if (!transfer_pool_) {
+    VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pi.queueFamilyIndex = info_.queue_family;
+    check(vkCreateCommandPool(device_, &pi, nullptr, &transfer_pool_), "vkCreateCommandPool");
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = transfer_pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    check(vkAllocateCommandBuffers(device_, &ai, &transfer_cb_), "vkAllocateCommandBuffers");
+    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    check(vkCreateFence(device_, &fi, nullptr, &transfer_fence_), "vkCreateFence");
+  }
+  check(vkResetCommandBuffer(transfer_cb_, 0), "vkResetCommandBuffer");
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  check(vkBeginCommandBuffer(transfer_cb_, &bi), "vkBeginCommandBuffer");
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT;
+  vkCmdPipelineBarrier(transfer_cb_, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                       VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  VkBufferCopy region{src_offset, dst_offset, n};
+  vkCmdCopyBuffer(transfer_cb_, src, dst, 1, &region);
+  mb.dstAccessMask |= VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(transfer_cb_, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                       VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                       0, nullptr, 0, nullptr);
+  check(vkEndCommandBuffer(transfer_cb_), "vkEndCommandBuffer");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &transfer_cb_;
+  submit(si, transfer_fence_);
+  check(vkWaitForFences(device_, 1, &transfer_fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  check(vkResetFences(device_, 1, &transfer_fence_), "vkResetFences");
 }
 
 void Context::watch(VkSemaphore sem, uint64_t value, std::shared_ptr<GpuEvent> ev,

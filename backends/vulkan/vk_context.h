@@ -66,12 +66,19 @@ class Context {
   VkDevice device() const { return device_; }
   const PhysicalInfo& info() const { return info_; }
   int index() const { return index_; }
-  uint32_t memory_type() const { return memory_type_; }
+  // Memory: buffers live in buffer_memory_type(); when staged() it is not mapped (device-local
+  // memory the host cannot see, or KILN_VULKAN_STAGING=1) and transfers go through
+  // host_memory_type() staging buffers; params buffers always use host_memory_type().
+  uint32_t buffer_memory_type() const { return buffer_type_; }
+  uint32_t host_memory_type() const { return host_type_; }
+  bool staged() const { return staged_; }
+  // Copies n bytes between two buffers of this device and waits for it (blocking transfers).
+  void transfer(VkBuffer src, size_t src_offset, VkBuffer dst, size_t dst_offset, size_t n);
   VkPipelineCache pipeline_cache() const { return cache_; }
   std::string label() const;  // "vulkan:0 (llvmpipe)"
 
   // Submits under the queue's lock; raises kiln::Error on failure.
-  void submit(const VkSubmitInfo& info);
+  void submit(const VkSubmitInfo& info, VkFence fence = VK_NULL_HANDLE);
   // Completes `ev` (after running `cleanup`) once `sem` reaches `value`.
   void watch(VkSemaphore sem, uint64_t value, std::shared_ptr<GpuEvent> ev,
              std::function<void()> cleanup);
@@ -96,7 +103,12 @@ class Context {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   std::mutex queue_mu_;
-  uint32_t memory_type_ = 0;
+  uint32_t buffer_type_ = 0, host_type_ = 0;
+  bool staged_ = false;
+  std::mutex transfer_mu_;  // the transfer command buffer and fence
+  VkCommandPool transfer_pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer transfer_cb_ = VK_NULL_HANDLE;
+  VkFence transfer_fence_ = VK_NULL_HANDLE;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::mutex cache_mu_;
 

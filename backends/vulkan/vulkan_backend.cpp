@@ -26,8 +26,8 @@ using vulkan::check;
 using vulkan::Context;
 using vulkan::GpuEvent;
 
-// A VkBuffer with its own memory, mapped for the buffer's life (the context picks a
-// host-visible memory type, so transfers are memcpy and kernels read the same memory).
+// A VkBuffer with its own memory: host memory (params, staging) mapped for its life, or a
+// buffer in the context's buffer memory, mapped unless the context stages transfers.
 struct Allocation {
   std::shared_ptr<Context> ctx;
   VkBuffer buffer = VK_NULL_HANDLE;
@@ -35,7 +35,11 @@ struct Allocation {
   void* mapped = nullptr;
   size_t bytes = 0;
 
-  Allocation(std::shared_ptr<Context> c, size_t n) : ctx(std::move(c)), bytes(n) {
+  enum class Kind { Host, Buffer };
+  Allocation(std::shared_ptr<Context> c, size_t n, Kind kind = Kind::Host)
+      : ctx(std::move(c)), bytes(n) {
+    uint32_t type = kind == Kind::Host ? ctx->host_memory_type() : ctx->buffer_memory_type();
+    bool map = kind == Kind::Host || !ctx->staged();
     VkDevice dev = ctx->device();
     VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     // Whole 16-byte words: packed byte types are read as uint words, contiguous 4-byte types
@@ -47,15 +51,13 @@ struct Allocation {
     check(vkCreateBuffer(dev, &bi, nullptr, &buffer), "vkCreateBuffer");
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(dev, buffer, &req);
-    if (!(req.memoryTypeBits & (1u << ctx->memory_type()))) {
+    if (!(req.memoryTypeBits & (1u << type))) {
       vkDestroyBuffer(dev, buffer, nullptr);
-      throw_error("vulkan: ", ctx->label(),
-                  " cannot place a storage buffer in its host-visible "
-                  "memory type");
+      throw_error("vulkan: ", ctx->label(), " cannot place a storage buffer in memory type ", type);
     }
     VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.allocationSize = req.size;
-    ai.memoryTypeIndex = ctx->memory_type();
+    ai.memoryTypeIndex = type;
     VkResult r = vkAllocateMemory(dev, &ai, nullptr, &memory);
     if (r != VK_SUCCESS) {
       vkDestroyBuffer(dev, buffer, nullptr);
@@ -63,7 +65,7 @@ struct Allocation {
                   static_cast<int>(r), ")");
     }
     check(vkBindBufferMemory(dev, buffer, memory, 0), "vkBindBufferMemory");
-    check(vkMapMemory(dev, memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory");
+    if (map) check(vkMapMemory(dev, memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory");
   }
   ~Allocation() {
     vkDestroyBuffer(ctx->device(), buffer, nullptr);
@@ -76,16 +78,29 @@ struct Allocation {
 class VulkanBuffer : public Buffer {
  public:
   VulkanBuffer(std::shared_ptr<Context> ctx, size_t bytes)
-      : alloc_(std::move(ctx), bytes), device_{"vulkan", alloc_.ctx->index()} {}
+      : alloc_(std::move(ctx), bytes, Allocation::Kind::Buffer),
+        device_{"vulkan", alloc_.ctx->index()} {}
   size_t bytes() const override { return alloc_.bytes; }
   Device device() const override { return device_; }
   void read(void* dst, size_t offset, size_t n) const override {
     bounds(offset, n, "read");
-    std::memcpy(dst, static_cast<const char*>(alloc_.mapped) + offset, n);
+    if (alloc_.mapped) {
+      std::memcpy(dst, static_cast<const char*>(alloc_.mapped) + offset, n);
+      return;
+    }
+    Allocation staging(alloc_.ctx, n);
+    alloc_.ctx->transfer(alloc_.buffer, offset, staging.buffer, 0, n);
+    std::memcpy(dst, staging.mapped, n);
   }
   void write(const void* src, size_t offset, size_t n) override {
     bounds(offset, n, "write");
-    std::memcpy(static_cast<char*>(alloc_.mapped) + offset, src, n);
+    if (alloc_.mapped) {
+      std::memcpy(static_cast<char*>(alloc_.mapped) + offset, src, n);
+      return;
+    }
+    Allocation staging(alloc_.ctx, n);
+    std::memcpy(staging.mapped, src, n);
+    alloc_.ctx->transfer(staging.buffer, 0, alloc_.buffer, offset, n);
   }
   VkBuffer handle() const { return alloc_.buffer; }
   const Context* context() const { return alloc_.ctx.get(); }
@@ -299,7 +314,7 @@ class VulkanQueue : public Queue {
         return nullptr;  // an empty domain: nothing to run
     auto res = std::make_shared<LaunchResources>(lane_);
     if (k.scratch_bytes) {
-      res->scratch = std::make_unique<Allocation>(ctx_, k.scratch_bytes);
+      res->scratch = std::make_unique<Allocation>(ctx_, k.scratch_bytes, Allocation::Kind::Buffer);
       handles.push_back(res->scratch->buffer);
     }
     for (const Stage& st : k.stages) {
