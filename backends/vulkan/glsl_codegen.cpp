@@ -132,8 +132,8 @@ class Emitter {
     return s;
   }
 
-  // Declares the coordinates of axes [from, to) from the linear index `lin` (row-major).
-  void decompose(std::ostream& os, int from, int to, const std::string& lin, bool declare) {
+  // Sets the coordinates of axes [from, to) from the linear index `lin` (row-major).
+  void decompose(std::ostream& os, int from, int to, const std::string& lin) {
     os << "  { IDX rem = " << lin << ";\n";
     for (int a = to - 1; a > from; --a) {
       std::string e = dim(k_.domain[a]);
@@ -141,7 +141,6 @@ class Emitter {
     }
     if (to > from) os << "    i" << from << " = rem;\n";  // below its extent: no division
     os << "  }\n";
-    (void)declare;
   }
 
   std::string product(int from, int to) {
@@ -532,7 +531,7 @@ class Emitter {
     emit_constants(os);
     os << "  for (IDX gid = k_group() * IDX(" << kLocalSize
        << ") + IDX(gl_LocalInvocationID.x); gid < npoints; gid += stride) {\n";
-    decompose(os, 0, k_.ndim(), "gid", false);
+    decompose(os, 0, k_.ndim(), "gid");
     for (int i = 0; i < static_cast<int>(k_.body.size()); ++i) emit_value(os, i);
     for (const Store& s : k_.stores) store(os, s);
     os << "  }\n}\n";
@@ -614,13 +613,13 @@ class Emitter {
     declare_coords(os);
     emit_constants(os);
     os << "  for (IDX gid = k_group(); gid < nkept; gid += groups) {\n";
-    decompose(os, 0, kept, "gid", false);
+    decompose(os, 0, kept, "gid");
     std::string init = op == ReduceOp::Prod ? A + "(1)" : A + "(0)";
     if (acc_d.is_bool()) init = op == ReduceOp::Prod ? "true" : "false";
     os << "  " << A << " acc = " << init << ";\n  bool has = false;\n  IDX best = IDX(0);\n"
        << "  IDX nred = " << product(kept, n) << ";\n"
        << "  for (IDX r = IDX(lid); r < nred; r += IDX(" << kLocalSize << ")) {\n";
-    decompose(os, kept, n, "r", false);
+    decompose(os, kept, n, "r");
     for (int i = 0; i < red.value; ++i) emit_value(os, i);
     std::string x = v(rv.a);
     if (!minmax) x = std::string(A) + "(" + x + ")";

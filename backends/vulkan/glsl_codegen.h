@@ -1,5 +1,6 @@
-// Kernel IR -> GLSL 450 compute shader for the Vulkan backend. One invocation per output point for
-// element-wise kernels; one workgroup per output point for reductions (a strided loop over the
+// Kernel IR -> GLSL 450 compute shader for the Vulkan backend. Element-wise kernels loop over
+// points from their global invocation index (4 points per step with 4-vector access where every
+// buffer is contiguous); reductions give each kept point a workgroup (a strided loop over the
 // reduced extent, then a tree in shared memory). Semantics follow backends/scalar_ops.h.
 #pragma once
 
