@@ -423,8 +423,12 @@ void Context::completion_loop() {
 }
 
 std::shared_ptr<Context> context(int index) {
-  static std::mutex mu;
-  static std::map<int, std::shared_ptr<Context>> contexts;
+  // Contexts live until the process ends, never destroyed by a static destructor: otherwise the
+  // last reference could be dropped on the completion thread itself (a finished launch's
+  // clean-up outliving its queue at exit), whose join would then fail. Their threads sleep on
+  // a condition variable when idle, so exit does not wait for them.
+  static std::mutex& mu = *new std::mutex;
+  static auto& contexts = *new std::map<int, std::shared_ptr<Context>>;
   std::lock_guard<std::mutex> lock(mu);
   auto& c = contexts[index];
   if (!c) {
