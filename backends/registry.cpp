@@ -10,6 +10,9 @@
 #ifdef KILN_HAVE_CPU_BACKEND
 #include "backends/cpu/cpu_backend.h"
 #endif
+#ifdef KILN_HAVE_VULKAN_BACKEND
+#include "backends/vulkan/vulkan_backend.h"
+#endif
 
 namespace kiln {
 
@@ -63,8 +66,16 @@ void register_builtins(Registry& r) {
   {
     std::lock_guard<std::mutex> lock(r.mu);
     r.add_missing("opencl", "the opencl backend is not built into this Kiln yet");
-    r.add_missing("vulkan", "the vulkan backend is not built into this Kiln yet");
   }
+#ifdef KILN_HAVE_VULKAN_BACKEND
+  register_backend(make_vulkan_backend());
+#else
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.add_missing("vulkan",
+                  "the vulkan backend (Vulkan loader + glslang) is not built into this Kiln");
+  }
+#endif
   register_backend(make_reference_backend());
 }
 

@@ -316,3 +316,25 @@ TEST(FusionRandom, PlannedGroupsKeepTheirBounds) {
   }
   EXPECT_GT(split_programs, 20);  // the tight bound must actually make the planner split
 }
+
+#ifdef KILN_HAVE_VULKAN_BACKEND
+#include "backends/vulkan/vulkan_backend.h"
+#else
+namespace kiln {
+inline int64_t vulkan_validation_messages() { return 0; }
+}  // namespace kiln
+#endif
+
+// Fused kernels compiled to GLSL compute shaders on vulkan:0 (lavapipe here) against the same
+// fused program on the reference interpreter. GPU float32 math (the driver's exp/log/sin/cos,
+// Kiln's erf series) is within a few ulp, float sums accumulate in double, as on cpu: the same
+// tolerances as the cpu run.
+TEST(FusionRandom, CompiledOnVulkanMatchesReference) {
+  bool have_vulkan = false;
+  for (const DeviceInfo& d : devices())
+    have_vulkan = have_vulkan || (d.device.backend == "vulkan" && d.available);
+  if (!have_vulkan) GTEST_SKIP() << "no usable vulkan device";
+  int64_t messages = vulkan_validation_messages();  // the layer is on in tests (CMakeLists)
+  run_programs(device("vulkan"), 500, 2e-4, true);
+  EXPECT_EQ(vulkan_validation_messages(), messages) << "validation problems (printed above)";
+}

@@ -1,0 +1,41 @@
+// Kernel IR -> GLSL 450 compute shader for the Vulkan backend. Element-wise kernels loop over
+// points from their global invocation index (4 points per step with 4-vector access where every
+// buffer is contiguous); reductions give each kept point a workgroup (a strided loop over the
+// reduced extent, then a tree in shared memory). Semantics follow backends/scalar_ops.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/kernel_ir.h"
+
+namespace kiln::vulkan {
+
+// What the device offers that changes the generated code or makes a kernel impossible.
+struct ShaderFeatures {
+  bool float64 = false;  // shaderFloat64
+  bool int64 = false;    // shaderInt64
+  std::string device;    // "vulkan:0 (llvmpipe)", for error messages
+};
+
+// A float launch scalar the host converts before a launch: params slot `slot` receives the
+// float32 bits of params[param] (a double's bits), so the shader needs no float64 to read it.
+struct FloatSlot {
+  int param = 0;
+  int slot = 0;
+};
+
+struct Shader {
+  std::string glsl;
+  int local_size = 0;
+  bool per_group = false;  // one workgroup per kept point (reductions)
+  int points_per_invocation = 1;
+  int nparams = 0;  // words of the kernel's own params
+  std::vector<FloatSlot> float_slots;
+};
+
+// Raises kiln::Error naming the device feature a kernel needs and the device lacks.
+Shader generate_glsl(const Kernel& k, const ShaderFeatures& f);
+
+}  // namespace kiln::vulkan

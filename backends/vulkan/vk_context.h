@@ -1,0 +1,128 @@
+// The Vulkan instance (one per process, with VK_LAYER_KHRONOS_validation when
+// KILN_VULKAN_VALIDATION=1), the physical devices it sees and why some are unusable, and the live
+// state of one logical device: its queue, memory type, pipeline cache and the completion thread
+// that waits on timeline semaphores and completes Events (so no TBB worker waits on the GPU).
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace kiln::vulkan {
+
+struct PhysicalInfo {
+  VkPhysicalDevice handle = VK_NULL_HANDLE;
+  std::string name, driver, description;
+  bool usable = false;
+  std::string reason;
+  bool float64 = false, int64 = false;
+  bool cpu = false;  // VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe, SwiftShader)
+  uint32_t queue_family = 0;
+  uint32_t max_groups[3] = {65535, 65535, 65535};
+  uint64_t max_storage_range = 0;
+  uint32_t driver_version = 0;
+  uint32_t vendor_id = 0, device_id = 0;
+  uint8_t cache_uuid[VK_UUID_SIZE] = {};
+};
+
+// Every physical device the loader reports (enumerated once); throws kiln::Error when there is
+// no Vulkan loader/driver at all.
+const std::vector<PhysicalInfo>& physical_devices();
+
+// Validation-layer messages (warnings and errors) seen so far in this process.
+int64_t validation_message_count();
+
+class GpuEvent : public Event {
+ public:
+  void on_complete(std::function<void(std::exception_ptr)> f) override;
+  void wait() override;
+  void complete(std::exception_ptr e);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::vector<std::function<void(std::exception_ptr)>> callbacks_;
+};
+
+// One logical device. Lives as long as anything (buffers, kernels, queues) holds it.
+class Context {
+ public:
+  explicit Context(int index);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  VkDevice device() const { return device_; }
+  const PhysicalInfo& info() const { return info_; }
+  int index() const { return index_; }
+  // Memory: buffers live in buffer_memory_type(); when staged() it is not mapped (device-local
+  // memory the host cannot see, or KILN_VULKAN_STAGING=1) and transfers go through
+  // host_memory_type() staging buffers; params buffers always use host_memory_type().
+  uint32_t buffer_memory_type() const { return buffer_type_; }
+  uint32_t host_memory_type() const { return host_type_; }
+  bool staged() const { return staged_; }
+  // Copies n bytes between two buffers of this device and waits for it (blocking transfers).
+  void transfer(VkBuffer src, size_t src_offset, VkBuffer dst, size_t dst_offset, size_t n);
+  VkPipelineCache pipeline_cache() const { return cache_; }
+  std::string label() const;  // "vulkan:0 (llvmpipe)"
+
+  // Submits under the queue's lock; raises kiln::Error on failure.
+  void submit(const VkSubmitInfo& info, VkFence fence = VK_NULL_HANDLE);
+  // Completes `ev` (after running `cleanup`) once `sem` reaches `value`.
+  void watch(VkSemaphore sem, uint64_t value, std::shared_ptr<GpuEvent> ev,
+             std::function<void()> cleanup);
+  // A timeline semaphore starting at 0.
+  VkSemaphore new_timeline();
+  // Writes the pipeline cache to the disk cache (after new pipelines were made).
+  void persist_pipeline_cache();
+  // Names the device and driver version for cache files.
+  std::string cache_key() const;
+
+ private:
+  struct Pending {
+    VkSemaphore sem;
+    uint64_t value;
+    std::shared_ptr<GpuEvent> ev;
+    std::function<void()> cleanup;
+  };
+  void completion_loop();
+
+  int index_;
+  PhysicalInfo info_;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  std::mutex queue_mu_;
+  uint32_t buffer_type_ = 0, host_type_ = 0;
+  bool staged_ = false;
+  std::mutex transfer_mu_;  // the transfer command buffer and fence
+  VkCommandPool transfer_pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer transfer_cb_ = VK_NULL_HANDLE;
+  VkFence transfer_fence_ = VK_NULL_HANDLE;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  std::mutex cache_mu_;
+
+  std::mutex mu_;  // pending_, stop_
+  std::condition_variable cv_;
+  std::vector<Pending> pending_;  // in submission order
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// The context of vulkan:`index`, created on first use (thread-safe).
+std::shared_ptr<Context> context(int index);
+
+// Raises kiln::Error naming the call when r is not VK_SUCCESS.
+void check(VkResult r, const char* what);
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,702 @@
+#include "backends/vulkan/vulkan_backend.h"
+
+#include <array>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "backends/launch_check.h"
+#include "backends/vulkan/disk_cache.h"
+#include "backends/vulkan/flatten.h"
+#include "backends/vulkan/glsl_codegen.h"
+#include "backends/vulkan/glsl_compiler.h"
+#include "backends/vulkan/matmul_shader.h"
+#include "backends/vulkan/split_reduce.h"
+#include "backends/vulkan/vk_context.h"
+#include "graph/error.h"
+
+namespace kiln {
+
+namespace {
+
+using vulkan::check;
+using vulkan::Context;
+using vulkan::GpuEvent;
+
+// A VkBuffer with its own memory: host memory (params, staging) mapped for its life, or a
+// buffer in the context's buffer memory, mapped unless the context stages transfers.
+struct Allocation {
+  std::shared_ptr<Context> ctx;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  void* mapped = nullptr;
+  size_t bytes = 0;
+
+  enum class Kind { Host, Buffer };
+  Allocation(std::shared_ptr<Context> c, size_t n, Kind kind = Kind::Host)
+      : ctx(std::move(c)), bytes(n) {
+    uint32_t type = kind == Kind::Host ? ctx->host_memory_type() : ctx->buffer_memory_type();
+    bool map = kind == Kind::Host || !ctx->staged();
+    VkDevice dev = ctx->device();
+    VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    // Whole 16-byte words: packed byte types are read as uint words, contiguous 4-byte types
+    // as 4-vectors.
+    bi.size = (std::max<size_t>(n, 16) + 15) / 16 * 16;
+    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    check(vkCreateBuffer(dev, &bi, nullptr, &buffer), "vkCreateBuffer");
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(dev, buffer, &req);
+    if (!(req.memoryTypeBits & (1u << type))) {
+      vkDestroyBuffer(dev, buffer, nullptr);
+      throw_error("vulkan: ", ctx->label(), " cannot place a storage buffer in memory type ", type);
+    }
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = type;
+    VkResult r = vkAllocateMemory(dev, &ai, nullptr, &memory);
+    if (r != VK_SUCCESS) {
+      vkDestroyBuffer(dev, buffer, nullptr);
+      throw_error("vulkan: out of memory on ", ctx->label(), " allocating ", n, " bytes (VkResult ",
+                  static_cast<int>(r), ")");
+    }
+    check(vkBindBufferMemory(dev, buffer, memory, 0), "vkBindBufferMemory");
+    if (map) check(vkMapMemory(dev, memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory");
+  }
+  ~Allocation() {
+    vkDestroyBuffer(ctx->device(), buffer, nullptr);
+    vkFreeMemory(ctx->device(), memory, nullptr);
+  }
+  Allocation(const Allocation&) = delete;
+  Allocation& operator=(const Allocation&) = delete;
+};
+
+class VulkanBuffer : public Buffer {
+ public:
+  VulkanBuffer(std::shared_ptr<Context> ctx, size_t bytes)
+      : alloc_(std::move(ctx), bytes, Allocation::Kind::Buffer),
+        device_{"vulkan", alloc_.ctx->index()} {}
+  size_t bytes() const override { return alloc_.bytes; }
+  Device device() const override { return device_; }
+  void read(void* dst, size_t offset, size_t n) const override {
+    bounds(offset, n, "read");
+    if (alloc_.mapped) {
+      std::memcpy(dst, static_cast<const char*>(alloc_.mapped) + offset, n);
+      return;
+    }
+    Allocation staging(alloc_.ctx, n);
+    alloc_.ctx->transfer(alloc_.buffer, offset, staging.buffer, 0, n);
+    std::memcpy(dst, staging.mapped, n);
+  }
+  void write(const void* src, size_t offset, size_t n) override {
+    bounds(offset, n, "write");
+    if (alloc_.mapped) {
+      std::memcpy(static_cast<char*>(alloc_.mapped) + offset, src, n);
+      return;
+    }
+    Allocation staging(alloc_.ctx, n);
+    std::memcpy(staging.mapped, src, n);
+    alloc_.ctx->transfer(staging.buffer, 0, alloc_.buffer, offset, n);
+  }
+  VkBuffer handle() const { return alloc_.buffer; }
+  const Context* context() const { return alloc_.ctx.get(); }
+
+ private:
+  void bounds(size_t offset, size_t n, const char* what) const {
+    if (offset > alloc_.bytes || n > alloc_.bytes - offset)
+      throw_error("vulkan buffer ", what, " of ", n, " bytes at ", offset, " exceeds its ",
+                  alloc_.bytes, " bytes");
+  }
+  Allocation alloc_;
+  Device device_;
+};
+
+// A compute pipeline and its layouts: `bindings` storage buffers, `push_bytes` of push constants.
+struct Pipeline {
+  std::shared_ptr<Context> ctx;
+  VkShaderModule module = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  uint32_t bindings = 0;
+
+  Pipeline(std::shared_ptr<Context> c, const std::vector<uint32_t>& spirv, uint32_t nbindings,
+           uint32_t push_bytes)
+      : ctx(std::move(c)), bindings(nbindings) {
+    VkDevice d = ctx->device();
+    VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    mi.codeSize = spirv.size() * 4;
+    mi.pCode = spirv.data();
+    check(vkCreateShaderModule(d, &mi, nullptr, &module), "vkCreateShaderModule");
+    std::vector<VkDescriptorSetLayoutBinding> b(bindings);
+    for (uint32_t i = 0; i < bindings; ++i) {
+      b[i].binding = i;
+      b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      b[i].descriptorCount = 1;
+      b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+    }
+    VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    li.bindingCount = bindings;
+    li.pBindings = b.data();
+    check(vkCreateDescriptorSetLayout(d, &li, nullptr, &set_layout), "vkCreateDescriptorSetLayout");
+    VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
+    VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    pli.setLayoutCount = 1;
+    pli.pSetLayouts = &set_layout;
+    pli.pushConstantRangeCount = push_bytes ? 1 : 0;
+    pli.pPushConstantRanges = &range;
+    check(vkCreatePipelineLayout(d, &pli, nullptr, &layout), "vkCreatePipelineLayout");
+    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    ci.stage.module = module;
+    ci.stage.pName = "main";
+    ci.layout = layout;
+    check(vkCreateComputePipelines(d, ctx->pipeline_cache(), 1, &ci, nullptr, &pipeline),
+          "vkCreateComputePipelines");
+  }
+  ~Pipeline() {
+    VkDevice d = ctx->device();
+    vkDestroyPipeline(d, pipeline, nullptr);
+    vkDestroyPipelineLayout(d, layout, nullptr);
+    vkDestroyDescriptorSetLayout(d, set_layout, nullptr);
+    vkDestroyShaderModule(d, module, nullptr);
+  }
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+};
+
+// A compiled kernel: its pipeline and what a launch needs to know about its shader.
+// One dispatch of a compiled kernel: the (rewritten) Kernel IR it runs, its shader and pipeline.
+struct Stage {
+  Kernel ir;
+  vulkan::Shader shader;
+  std::unique_ptr<Pipeline> pipe;
+};
+
+// A compiled kernel: one stage, or part/tail/combine stages of a split full reduction that
+// share a scratch buffer bound after the kernel's buffers.
+struct VulkanKernel : CompiledKernel {
+  Kernel ir;  // as the caller built it: launches are checked against it
+  LaunchCheck launch_check;
+  std::vector<Stage> stages;
+  size_t scratch_bytes = 0;
+};
+
+Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const std::string& name) {
+  Stage st;
+  st.ir = k;
+  k.validate();  // a rewrite bug surfaces as kiln::Error, never as stray memory accesses
+  vulkan::ShaderFeatures f{ctx->info().float64, ctx->info().int64, ctx->label()};
+  st.shader = vulkan::generate_glsl(k, f);
+  // Fault injection for tests: a kernel whose name or GLSL contains KILN_VULKAN_FAULT_KERNEL
+  // gets GLSL that glslang rejects, to check that a failed build fails only the work needing it.
+  if (const char* fault = std::getenv("KILN_VULKAN_FAULT_KERNEL"))
+    if (*fault &&
+        (name.find(fault) != std::string::npos ||
+         st.shader.glsl.find(fault, st.shader.glsl.find("void main")) != std::string::npos))
+      st.shader.glsl += "#error KILN_VULKAN_FAULT_KERNEL matches this kernel\n";
+  if (const char* dump = std::getenv("KILN_VULKAN_DUMP_GLSL"); dump && *dump == '1')
+    std::fprintf(stderr, "// kiln vulkan kernel %s\n%s\n", k.name.c_str(),
+                 st.shader.glsl.substr(st.shader.glsl.find("void main")).c_str());
+  std::vector<uint32_t> spirv = vulkan::cached_spirv(k.hash(), st.shader.glsl, k.name);
+  st.pipe = std::make_unique<Pipeline>(ctx, spirv, static_cast<uint32_t>(k.buffers.size()) + 1, 0);
+  return st;
+}
+
+std::shared_ptr<VulkanKernel> build_kernel(std::shared_ptr<Context> ctx, const Kernel& k) {
+  auto vk = std::make_shared<VulkanKernel>();
+  vk->ir = k;
+  vk->launch_check = LaunchCheck(k);
+  Kernel flat = vulkan::flatten_domain(k);
+  if (auto split = vulkan::split_full_reduction(flat, ctx->info().float64)) {
+    vk->stages.push_back(build_stage(ctx, split->part, k.name));
+    if (split->tail) vk->stages.push_back(build_stage(ctx, *split->tail, k.name));
+    vk->stages.push_back(build_stage(ctx, split->combine, k.name));
+    vk->scratch_bytes = static_cast<size_t>(split->partials) * split->partial.size();
+  } else {
+    vk->stages.push_back(build_stage(ctx, flat, k.name));
+  }
+  ctx->persist_pipeline_cache();
+  return vk;
+}
+
+struct MatmulPipeline {
+  vulkan::MatmulShader shader;
+  std::unique_ptr<Pipeline> pipe;
+};
+
+// The matmul pipeline of (device, dtype), built on first use and kept for the process.
+const MatmulPipeline& matmul_pipeline(const std::shared_ptr<Context>& ctx, Dtype d) {
+  static std::mutex mu;
+  static std::map<std::pair<const Context*, int>, std::shared_ptr<MatmulPipeline>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& p = cache[{ctx.get(), static_cast<int>(d.kind)}];
+  if (!p) {
+    if (d == float64 && !ctx->info().float64)
+      throw_error("vulkan: float64 matmul needs the device feature shaderFloat64, which ",
+                  ctx->label(), " does not offer");
+    auto mp = std::make_shared<MatmulPipeline>();
+    mp->shader = vulkan::matmul_glsl(d, ctx->info().int64, !ctx->info().cpu);
+    mp->pipe =
+        std::make_unique<Pipeline>(ctx, vulkan::compile_glsl(mp->shader.glsl, "matmul"), 4, 4);
+    p = mp;
+  }
+  return *p;
+}
+
+// The live state of one lane: a command pool and the timeline semaphore that orders its
+// submissions. Shared with the completion thread's clean-ups, which free command buffers.
+struct LaneState {
+  // Params buffers of this size and descriptor pools of this many storage-buffer descriptors
+  // are recycled between launches (creating them cost a good part of a launch); larger ones are
+  // made for the launch and destroyed after it.
+  static constexpr size_t kParamBytes = 4096;
+  static constexpr uint32_t kDescriptors = 32;
+
+  std::shared_ptr<Context> ctx;
+  std::mutex mu;  // pool, next value and the free lists
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkSemaphore timeline = VK_NULL_HANDLE;
+  uint64_t value = 0;  // last value submitted
+  std::vector<std::unique_ptr<Allocation>> free_params;
+  std::vector<VkDescriptorPool> free_pools;
+
+  explicit LaneState(std::shared_ptr<Context> c) : ctx(std::move(c)) {
+    VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pi.queueFamilyIndex = ctx->info().queue_family;
+    check(vkCreateCommandPool(ctx->device(), &pi, nullptr, &pool), "vkCreateCommandPool");
+    timeline = ctx->new_timeline();
+  }
+  ~LaneState() {
+    for (VkDescriptorPool p : free_pools) vkDestroyDescriptorPool(ctx->device(), p, nullptr);
+    vkDestroySemaphore(ctx->device(), timeline, nullptr);
+    vkDestroyCommandPool(ctx->device(), pool, nullptr);
+  }
+};
+
+void full_barrier(VkCommandBuffer cb) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask =
+      VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+                     VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                       VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                       0, nullptr, 0, nullptr);
+}
+
+class VulkanQueue : public Queue {
+ public:
+  explicit VulkanQueue(std::shared_ptr<Context> ctx)
+      : ctx_(ctx), lane_(std::make_shared<LaneState>(std::move(ctx))) {}
+  ~VulkanQueue() override {
+    try {
+      finish();
+    } catch (...) {  // a lost device at exit: nothing left to wait for
+    }
+  }
+
+  EventPtr enqueue_kernel(const CompiledKernel& ck, const KernelArgs& args) override {
+    auto& k = static_cast<const VulkanKernel&>(ck);
+    k.launch_check(k.ir, args);
+    std::vector<VkBuffer> handles;
+    for (Buffer* b : args.buffers) handles.push_back(own(b, k.ir.name)->handle());
+    size_t n = k.stages.size();
+    std::vector<std::array<uint32_t, 3>> groups(n);
+    for (size_t i = 0; i < n; ++i)
+      if (!grid(k.stages[i].ir, k.stages[i].shader, args.params, groups[i].data()))
+        return nullptr;  // an empty domain: nothing to run
+    auto res = std::make_shared<LaunchResources>(lane_);
+    if (k.scratch_bytes) {
+      res->scratch = std::make_unique<Allocation>(ctx_, k.scratch_bytes, Allocation::Kind::Buffer);
+      handles.push_back(res->scratch->buffer);
+    }
+    for (const Stage& st : k.stages) {
+      std::vector<VkBuffer> bound(handles.begin(),
+                                  handles.begin() + static_cast<long>(st.ir.buffers.size()));
+      write_params(launch_words(st.shader, args.params), *res);
+      bind(*st.pipe, bound, *res);
+    }
+    return submit(res, [&](VkCommandBuffer cb) {
+      for (size_t i = 0; i < n; ++i) {
+        if (i) full_barrier(cb);  // the combine reads what the parts wrote
+        const Pipeline& p = *k.stages[i].pipe;
+        vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+        vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &res->sets[i],
+                                0, nullptr);
+        vkCmdDispatch(cb, groups[i][0], groups[i][1], groups[i][2]);
+      }
+    });
+  }
+
+  EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) override {
+    auto* s = dynamic_cast<VulkanBuffer*>(&src);
+    auto* d = dynamic_cast<VulkanBuffer*>(&dst);
+    if (s && d && s->context() == ctx_.get() && d->context() == ctx_.get()) {
+      if (bytes == 0) return nullptr;
+      auto res = std::make_shared<LaunchResources>(lane_);
+      return submit(res, [&](VkCommandBuffer cb) {
+        VkBufferCopy region{0, 0, bytes};
+        vkCmdCopyBuffer(cb, s->handle(), d->handle(), 1, &region);
+      });
+    }
+    // Host or another device on either side: a blocking host transfer (the executor has waited
+    // for the source's producer already).
+    if (dst.host_ptr()) {
+      src.read(dst.host_ptr(), 0, bytes);
+    } else if (src.host_ptr()) {
+      dst.write(src.host_ptr(), 0, bytes);
+    } else {
+      std::vector<char> tmp(bytes);
+      src.read(tmp.data(), 0, bytes);
+      dst.write(tmp.data(), 0, bytes);
+    }
+    return nullptr;
+  }
+
+  EventPtr enqueue_matmul(const MatmulArgs& a) override {
+    const MatmulPipeline& mp = matmul_pipeline(ctx_, a.dtype);
+    const Pipeline& pipe = *mp.pipe;
+    size_t nb = a.c_offsets.size();
+    if (a.a_offsets.size() != nb || a.b_offsets.size() != nb)
+      throw_error("vulkan: matmul got ", a.a_offsets.size(), "/", a.b_offsets.size(), "/", nb,
+                  " batch offsets for A/B/C (they must agree)");
+    VulkanBuffer* bufs[3] = {own(a.a, "matmul"), own(a.b, "matmul"), own(a.c, "matmul")};
+    check_matmul_bounds(a, bufs);
+    if (nb == 0 || a.m == 0 || a.n == 0) return nullptr;
+    std::vector<int64_t> words = {a.m, a.n, a.k, static_cast<int64_t>(nb)};
+    for (const auto* offs : {&a.a_offsets, &a.b_offsets, &a.c_offsets})
+      words.insert(words.end(), offs->begin(), offs->end());
+    auto res = std::make_shared<LaunchResources>(lane_);
+    write_params(words, *res);
+    bind(pipe, {bufs[0]->handle(), bufs[1]->handle(), bufs[2]->handle()}, *res);
+    const uint32_t* lim = ctx_->info().max_groups;
+    int64_t gx = (a.n + mp.shader.cols_per_group - 1) / mp.shader.cols_per_group;
+    int64_t gy = (a.m + mp.shader.rows_per_group - 1) / mp.shader.rows_per_group;
+    if (gx > lim[0] || gy > lim[1])
+      throw_error("vulkan: matmul of ", a.m, " x ", a.n, " needs ", gy, " x ", gx,
+                  " workgroups, more than ", ctx_->label(), " launches");
+    return submit(res, [&](VkCommandBuffer cb) {
+      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.pipeline);
+      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 1, &res->sets[0],
+                              0, nullptr);
+      for (size_t b0 = 0; b0 < nb; b0 += lim[2]) {  // batches past the z limit: more dispatches
+        uint32_t first = static_cast<uint32_t>(b0);
+        vkCmdPushConstants(cb, pipe.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &first);
+        vkCmdDispatch(cb, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+                      static_cast<uint32_t>(std::min<size_t>(nb - b0, lim[2])));
+      }
+    });
+  }
+
+  void finish() override {
+    uint64_t target;
+    {
+      std::lock_guard<std::mutex> lock(lane_->mu);
+      target = lane_->value;
+    }
+    VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+    wi.semaphoreCount = 1;
+    wi.pSemaphores = &lane_->timeline;
+    wi.pValues = &target;
+    check(vkWaitSemaphores(ctx_->device(), &wi, UINT64_MAX), "vkWaitSemaphores");
+  }
+
+  bool runs_inline() const override { return false; }
+
+ private:
+  // Per-launch objects, released on the completion thread once the GPU is done with them.
+  struct LaunchResources {
+    std::shared_ptr<LaneState> lane;
+    std::vector<std::unique_ptr<Allocation>> params;       // per dispatch
+    std::vector<std::pair<VkDescriptorPool, bool>> pools;  // (pool, recyclable)
+    std::vector<VkDescriptorSet> sets;
+    std::unique_ptr<Allocation> scratch;  // partials of a split reduction
+    explicit LaunchResources(std::shared_ptr<LaneState> l) : lane(std::move(l)) {}
+    ~LaunchResources() {  // on the completion thread, after the GPU is done with them
+      VkDevice d = lane->ctx->device();
+      std::lock_guard<std::mutex> lock(lane->mu);
+      for (auto& [p, recycle] : pools) {
+        if (recycle) {
+          vkResetDescriptorPool(d, p, 0);
+          lane->free_pools.push_back(p);
+        } else {
+          vkDestroyDescriptorPool(d, p, nullptr);
+        }
+      }
+      for (auto& a : params)
+        if (a->bytes == LaneState::kParamBytes) lane->free_params.push_back(std::move(a));
+    }
+  };
+
+  // Workgroups per launch at most (0: one per point or per 64 points); shaders loop over the
+  // rest. On a CPU device 16384: measured on lavapipe (x + 1 over 32M floats), 64 groups were
+  // ~4x slower (its per-iteration loop overhead) and one group per 256 points ~2x slower (its
+  // per-group overhead). KILN_VULKAN_MAX_GROUPS overrides (tests use 0 to launch grids past
+  // 65535 groups on lavapipe).
+  static int64_t max_groups(const Context& ctx) {
+    if (const char* v = std::getenv("KILN_VULKAN_MAX_GROUPS"); v && *v) return std::atoll(v);
+    return ctx.info().cpu ? 16384 : 0;
+  }
+
+  VulkanBuffer* own(Buffer* b, const std::string& kernel) const {
+    auto* vb = dynamic_cast<VulkanBuffer*>(b);
+    if (!vb || vb->context() != ctx_.get())
+      throw_error("vulkan: kernel ", kernel, " on ", ctx_->label(), " got a buffer of ",
+                  b ? b->device().str() : std::string("nothing"),
+                  " (plans copy inputs to the kernel's device)");
+    if (vb->bytes() > ctx_->info().max_storage_range)
+      throw_error("vulkan: ", kernel, " on ", ctx_->label(), " binds a buffer of ", vb->bytes(),
+                  " bytes, beyond the device's maxStorageBufferRange of ",
+                  ctx_->info().max_storage_range,
+                  " bytes (tensors that large are not supported on this device yet)");
+    if (vb->bytes() > static_cast<size_t>(INT32_MAX))
+      throw_error("vulkan: ", kernel, " binds a buffer of ", vb->bytes(),
+                  " bytes, beyond the backend's 32-bit addressing");
+    return vb;
+  }
+
+  // Workgroups for a launch, folded into 2-D/3-D grids past the per-dimension limit.
+  bool grid(const Kernel& ir, const vulkan::Shader& sh, const std::vector<int64_t>& params,
+            uint32_t g[3]) const {
+    std::vector<int64_t> e = ir.extents(params);
+    int kept = ir.kept_axes();
+    int64_t points = 1;
+    for (int a = 0; a < kept; ++a) points *= e[a];
+    if (points <= 0) return false;
+    if (points > INT32_MAX)
+      throw_error("vulkan: kernel ", ir.name, " has ", points,
+                  " output points, beyond the backend's 32-bit addressing");
+    int64_t reduced = 1;
+    for (int a = kept; a < ir.ndim(); ++a) reduced *= std::max<int64_t>(e[a], 1);
+    if (reduced > INT32_MAX)
+      throw_error("vulkan: kernel ", ir.name, " reduces ", reduced,
+                  " elements per output, beyond the backend's 32-bit addressing");
+    int64_t per_group = int64_t{sh.local_size} * sh.points_per_invocation;
+    int64_t total = sh.per_group ? points : (points + per_group - 1) / per_group;
+    // Shaders loop over points past the grid: a CPU device gets a few groups per core (each
+    // workgroup is a task switch there); a GPU one group per point or per 64 points.
+    // Reductions keep one workgroup per kept point: on lavapipe, 7 groups each looping over
+    // 10,000 rows (a barrier-separated tree per row) gave wrong sums for some rows, while one
+    // group per row is right; their loop only serves grids past the device's limits.
+    if (max_groups_ > 0 && !sh.per_group) total = std::min<int64_t>(total, max_groups_);
+    const uint32_t* lim = ctx_->info().max_groups;
+    int64_t gx = std::min<int64_t>(total, lim[0]);
+    int64_t gy = std::min<int64_t>((total + gx - 1) / gx, lim[1]);
+    int64_t gz = (total + gx * gy - 1) / (gx * gy);
+    if (gz > lim[2])
+      throw_error("vulkan: kernel ", ir.name, " needs ", total, " workgroups, more than ",
+                  ctx_->label(), " can launch (", lim[0], " x ", lim[1], " x ", lim[2], ")");
+    g[0] = static_cast<uint32_t>(gx), g[1] = static_cast<uint32_t>(gy);
+    g[2] = static_cast<uint32_t>(gz);
+    return true;
+  }
+
+  static void check_matmul_bounds(const MatmulArgs& a, VulkanBuffer* const bufs[3]) {
+    const std::vector<int64_t>* offs[3] = {&a.a_offsets, &a.b_offsets, &a.c_offsets};
+    int64_t sizes[3] = {a.m * a.k, a.k * a.n, a.m * a.n};
+    int64_t elems[3];
+    for (int i = 0; i < 3; ++i) elems[i] = static_cast<int64_t>(bufs[i]->bytes() / a.dtype.size());
+    for (int i = 0; i < 3; ++i)
+      for (int64_t o : *offs[i])
+        if (o < 0 || o + sizes[i] > elems[i])
+          throw_error("vulkan: matmul operand ", "ABC"[i], " at element offset ", o, " needs ",
+                      sizes[i], " elements, its buffer holds ", elems[i]);
+  }
+
+  // Params as 64-bit words, then the float32 bits of each float launch scalar (FloatSlot).
+  static std::vector<int64_t> launch_words(const vulkan::Shader& sh,
+                                           const std::vector<int64_t>& params) {
+    std::vector<int64_t> words(params.begin(), params.end());
+    words.resize(static_cast<size_t>(sh.nparams) + sh.float_slots.size(), 0);
+    for (const vulkan::FloatSlot& s : sh.float_slots) {
+      double d;
+      std::memcpy(&d, &params.at(s.param), 8);
+      float f = static_cast<float>(d);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      words[s.slot] = bits;
+    }
+    return words;
+  }
+
+  void write_params(std::vector<int64_t> words, LaunchResources& res) const {
+    if (words.empty()) words.push_back(0);
+    size_t bytes = words.size() * 8;
+    std::unique_ptr<Allocation> a;
+    if (bytes <= LaneState::kParamBytes) {
+      std::lock_guard<std::mutex> lock(lane_->mu);
+      if (!lane_->free_params.empty()) {
+        a = std::move(lane_->free_params.back());
+        lane_->free_params.pop_back();
+      }
+    }
+    if (!a) a = std::make_unique<Allocation>(ctx_, std::max(bytes, size_t{LaneState::kParamBytes}));
+    res.params.push_back(std::move(a));
+    std::memcpy(res.params.back()->mapped, words.data(), words.size() * 8);
+  }
+
+  void bind(const Pipeline& k, const std::vector<VkBuffer>& bufs, LaunchResources& res) const {
+    VkDevice d = ctx_->device();
+    bool recycle = k.bindings <= LaneState::kDescriptors;
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    if (recycle) {
+      std::lock_guard<std::mutex> lock(lane_->mu);
+      if (!lane_->free_pools.empty()) {
+        pool = lane_->free_pools.back();
+        lane_->free_pools.pop_back();
+      }
+    }
+    if (!pool) {
+      VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                recycle ? LaneState::kDescriptors : k.bindings};
+      VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+      pi.maxSets = 1;
+      pi.poolSizeCount = 1;
+      pi.pPoolSizes = &size;
+      check(vkCreateDescriptorPool(d, &pi, nullptr, &pool), "vkCreateDescriptorPool");
+    }
+    res.pools.push_back({pool, recycle});
+    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorPool = pool;
+    ai.descriptorSetCount = 1;
+    ai.pSetLayouts = &k.set_layout;
+    VkDescriptorSet set;
+    check(vkAllocateDescriptorSets(d, &ai, &set), "vkAllocateDescriptorSets");
+    res.sets.push_back(set);
+    std::vector<VkDescriptorBufferInfo> infos(k.bindings);
+    std::vector<VkWriteDescriptorSet> writes(k.bindings);
+    for (uint32_t i = 0; i < k.bindings; ++i) {
+      infos[i] = {i < bufs.size() ? bufs[i] : res.params.back()->buffer, 0, VK_WHOLE_SIZE};
+      writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[i].dstSet = set;
+      writes[i].dstBinding = i;
+      writes[i].descriptorCount = 1;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &infos[i];
+    }
+    vkUpdateDescriptorSets(d, k.bindings, writes.data(), 0, nullptr);
+  }
+
+  // Records one command buffer (between full barriers), submits it after the lane's previous
+  // submission and returns the Event the completion thread completes.
+  template <typename Record>
+  EventPtr submit(std::shared_ptr<LaunchResources> res, Record record) {
+    std::shared_ptr<LaneState> lane = lane_;
+    std::lock_guard<std::mutex> lock(lane->mu);
+    VkCommandBuffer cb;
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = lane->pool;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    check(vkAllocateCommandBuffers(ctx_->device(), &ai, &cb), "vkAllocateCommandBuffers");
+    auto free_cb = [lane, cb] {
+      std::lock_guard<std::mutex> l(lane->mu);
+      vkFreeCommandBuffers(lane->ctx->device(), lane->pool, 1, &cb);
+    };
+    try {
+      VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+      bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+      check(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");
+      full_barrier(cb);
+      record(cb);
+      full_barrier(cb);
+      check(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
+      uint64_t wait = lane->value, signal = lane->value + 1;
+      VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+      ti.waitSemaphoreValueCount = 1;
+      ti.pWaitSemaphoreValues = &wait;
+      ti.signalSemaphoreValueCount = 1;
+      ti.pSignalSemaphoreValues = &signal;
+      VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+      VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+      si.pNext = &ti;
+      si.waitSemaphoreCount = 1;
+      si.pWaitSemaphores = &lane->timeline;
+      si.pWaitDstStageMask = &stage;
+      si.commandBufferCount = 1;
+      si.pCommandBuffers = &cb;
+      si.signalSemaphoreCount = 1;
+      si.pSignalSemaphores = &lane->timeline;
+      ctx_->submit(si);
+      lane->value = signal;
+    } catch (...) {
+      vkFreeCommandBuffers(ctx_->device(), lane->pool, 1, &cb);
+      throw;
+    }
+    auto ev = std::make_shared<GpuEvent>();
+    ctx_->watch(lane->timeline, lane->value, ev, [free_cb, res]() mutable {
+      free_cb();
+      res.reset();
+    });
+    return ev;
+  }
+
+  std::shared_ptr<Context> ctx_;
+  std::shared_ptr<LaneState> lane_;
+  int64_t max_groups_ = max_groups(*ctx_);
+};
+
+class VulkanBackend : public Backend {
+ public:
+  std::string name() const override { return "vulkan"; }
+
+  std::vector<DeviceInfo> devices() override {
+    std::vector<DeviceInfo> out;
+    const auto& all = vulkan::physical_devices();
+    for (size_t i = 0; i < all.size(); ++i)
+      out.push_back(DeviceInfo{Device{"vulkan", static_cast<int>(i)}, all[i].description,
+                               all[i].usable, all[i].reason});
+    if (out.empty())
+      out.push_back(DeviceInfo{Device{"vulkan", 0}, "vulkan", false,
+                               "the Vulkan loader reports no physical device (Debian: "
+                               "mesa-vulkan-drivers provides lavapipe)"});
+    return out;
+  }
+
+  bool uses_host_memory() const override { return false; }
+
+  std::shared_ptr<Buffer> allocate(int device, size_t bytes) override {
+    return std::make_shared<VulkanBuffer>(vulkan::context(device), bytes);
+  }
+
+  std::shared_ptr<const CompiledKernel> compile(int device, const Kernel& k) override {
+    k.validate();
+    auto ctx = vulkan::context(device);
+    uint64_t h = k.hash();
+    std::string canon = k.canonical();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [c, kern] : cache_[{device, h}])
+        if (c == canon) return kern;
+    }
+    auto kern = build_kernel(ctx, k);  // outside the lock: compiles run concurrently
+    std::lock_guard<std::mutex> lock(mu_);
+    cache_[{device, h}].push_back({canon, kern});
+    return kern;
+  }
+
+  std::unique_ptr<Queue> create_queue(int device) override {
+    return std::make_unique<VulkanQueue>(vulkan::context(device));
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<int, uint64_t>,
+           std::vector<std::pair<std::string, std::shared_ptr<const VulkanKernel>>>>
+      cache_;
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_vulkan_backend() { return std::make_shared<VulkanBackend>(); }
+
+int64_t vulkan_validation_messages() { return vulkan::validation_message_count(); }
+
+}  // namespace kiln
