@@ -9,6 +9,9 @@
 #ifdef KILN_HAVE_CPU_BACKEND
 #include "backends/cpu/cpu_backend.h"
 #endif
+#ifdef KILN_HAVE_OPENCL_BACKEND
+#include "backends/opencl/opencl_backend.h"
+#endif
 
 namespace kiln {
 
@@ -32,7 +35,14 @@ struct Registry {
 #else
         nullptr, "the cpu backend (LLVM 15 ORC JIT) is not built into this Kiln");
 #endif
-    add("opencl", nullptr, "the opencl backend is not built into this Kiln yet");
+    add("opencl",
+#ifdef KILN_HAVE_OPENCL_BACKEND
+        make_opencl_backend(), "");
+#else
+        nullptr,
+        "the opencl backend is not built into this Kiln (needs the OpenCL headers and "
+        "ICD loader: opencl-headers, ocl-icd-opencl-dev)");
+#endif
     add("vulkan", nullptr, "the vulkan backend is not built into this Kiln yet");
     add("reference", make_reference_backend(), "");
   }
