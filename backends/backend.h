@@ -64,6 +64,9 @@ class Queue {
   // Each returns nullptr when the work already completed (host backends) or an Event.
   // Errors of inline work are thrown; errors of device work arrive through the Event.
   virtual EventPtr enqueue_kernel(const CompiledKernel& k, const KernelArgs& args) = 0;
+  // Copies into this queue's device memory (from host memory or the device itself), or out of
+  // it into host memory: the executor sends a copy from device memory into an inline lane
+  // (a cpu lane) to a queue of the source device, so no host thread blocks on the transfer.
   virtual EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) = 0;
   virtual EventPtr enqueue_matmul(const MatmulArgs& args) = 0;
   virtual void finish() = 0;  // waits for all enqueued work

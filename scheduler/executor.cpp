@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
 
+#include "backends/registry.h"
 #include "graph/error.h"
 #include "scheduler/lanes.h"
 #include "scheduler/profile.h"
@@ -54,6 +57,18 @@ void record_profile(CallState& st, int t, int64_t start) {
       TaskEvent{task.name, lane->stream.device, lane->stream, start, ProfileScope::now_ns(), 0});
 }
 
+// A queue on `d` for copies out of its memory into a lane that runs inline (a cpu lane reading an
+// opencl result): the device transfers asynchronously and completes an event, where the inline
+// lane's own copy would block a TBB worker on a blocking read. One per device, for the process.
+Queue& copy_out_queue(const Device& d) {
+  static std::mutex mu;
+  static std::map<Device, std::unique_ptr<Queue>> queues;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& q = queues[d];
+  if (!q) q = backend_for(d).create_queue(d.index);
+  return *q;
+}
+
 // Starts task t. Returns an event for device work still in flight, or null when done.
 EventPtr start_task(CallState& st, int t) {
   if (dependency_failed(st, t)) return nullptr;
@@ -75,8 +90,11 @@ EventPtr start_task(CallState& st, int t) {
         if (st.aliased_copy[t]) return nullptr;
         Buffer& src = *st.buffers[task.slots[0]];
         Buffer& dst = *st.buffers[task.slots[1]];
-        return st.lanes[task.lane]->queue->enqueue_copy(src, dst,
-                                                        st.plan->slots()[task.slots[1]].bytes());
+        Lane& lane = *st.lanes[task.lane];
+        Queue* q = lane.queue.get();
+        if (lane.inline_queue && !src.host_ptr() && src.device() != lane.stream.device)
+          q = &copy_out_queue(src.device());
+        return q->enqueue_copy(src, dst, st.plan->slots()[task.slots[1]].bytes());
       }
       case TaskKind::Matmul: {
         MatmulArgs args = task.matmul;
@@ -123,7 +141,8 @@ struct GraphInstance {
     std::vector<flow::sender<flow::continue_msg>*> out(n);
     for (int t = 0; t < n; ++t) {
       const Task& task = plan.tasks()[t];
-      if (inline_lanes[task.lane]) {
+      // Copies may complete asynchronously even on an inline lane (copy_out_queue).
+      if (inline_lanes[task.lane] && task.kind != TaskKind::Copy) {
         auto node = std::make_unique<flow::continue_node<flow::continue_msg>>(
             // The host callable is copied into the node so the hot loop touches no Task.
             g, [this, t, is_host = task.kind == TaskKind::Host,
