@@ -22,8 +22,8 @@
 #include <limits>
 #include <random>
 
+#include "backends/canonical.h"
 #include "backends/cpu/buffer_pool.h"
-#include "backends/cpu/canonical.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/disk_cache.h"
 #include "backends/cpu/jit.h"
@@ -307,7 +307,7 @@ TEST(CpuBackend, FullReductionsSplitAcrossThreads) {
       }
       store(k, od, map_of({0}), add(k, sum));
       store(k, od, map_of({0}, 1), rv);
-      EXPECT_EQ(cpu::split_full_reduction(cpu::merge_axes(k)).has_value(), rop != ReduceOp::Argmax);
+      EXPECT_EQ(cpu::split_full_reduction(merge_axes(k)).has_value(), rop != ReduceOp::Argmax);
       bool fsum = d.is_float() && (rop == ReduceOp::Sum || rop == ReduceOp::Prod);
       Bytes data = sample(d, n + 7, 300 + op, !fsum);
       if (rop == ReduceOp::Prod) {  // products of +-1 (and a few 1 + 2^-20): no overflow
@@ -885,15 +885,15 @@ TEST(DiskCache, HashCollisionsNeverRunTheWrongKernel) {
     fn(bufs, nullptr, 0, 100);
     return out[3];
   };
-  cpu::JitCodePtr ca = jit.get(cpu::merge_axes(a), key);
-  cpu::JitCodePtr cb = jit.get(cpu::merge_axes(b), key);
+  cpu::JitCodePtr ca = jit.get(merge_axes(a), key);
+  cpu::JitCodePtr cb = jit.get(merge_axes(b), key);
   EXPECT_EQ(run_fn(ca->fn()), 2.5f);
   EXPECT_EQ(run_fn(cb->fn()), 3.5f);
   jit.flush_disk_cache();
   jit.clear_memory_cache();
   ca.reset(), cb.reset();
-  EXPECT_EQ(run_fn(jit.get(cpu::merge_axes(b), key)->fn()), 3.5f);  // from disk: b's entry
-  EXPECT_EQ(run_fn(jit.get(cpu::merge_axes(a), key)->fn()), 2.5f);
+  EXPECT_EQ(run_fn(jit.get(merge_axes(b), key)->fn()), 3.5f);  // from disk: b's entry
+  EXPECT_EQ(run_fn(jit.get(merge_axes(a), key)->fn()), 2.5f);
   jit.flush_disk_cache();
   setenv("KILN_CACHE_DIR", g_cache_dir.c_str(), 1);
   std::filesystem::remove_all(dir);

@@ -425,7 +425,10 @@ class Emitter {
   void emit_map() {
     signature("kiln_map", false, "");
     os_ << "  const long total = " << product(0, k_.ndim()) << ";\n";
-    os_ << "  for (long g = get_global_id(0); g < total; g += get_global_size(0)) {\n";
+    // One element per work-item (the launch covers the domain): straight-line code that PoCL
+    // vectorises across work-items and GPUs schedule as usual.
+    os_ << "  const long g = get_global_id(0);\n";
+    os_ << "  if (g < total) {\n";
     coords(0, k_.ndim(), "g", "    ");
     values(0, static_cast<int>(k_.body.size()), "    ");
     stores("    ");

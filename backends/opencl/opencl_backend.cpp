@@ -1,11 +1,13 @@
 #include "backends/opencl/opencl_backend.h"
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <future>
 #include <map>
 #include <mutex>
 
+#include "backends/canonical.h"
 #include "backends/launch_check.h"
 #include "backends/opencl/codegen.h"
 #include "backends/opencl/device.h"
@@ -89,7 +91,8 @@ struct ClKernel : CompiledKernel {
   ClDevice* dev = nullptr;
   cl_program program = nullptr;
   Generated gen;
-  Kernel ir;
+  Kernel ir;     // as the caller built it: launches are checked against it
+  Kernel canon;  // merge_axes(ir): what the code walks (fewer axes, less index arithmetic)
   LaunchCheck check;
   std::unique_ptr<Entry> map, reduce, part, final;
   ~ClKernel() override {
@@ -205,16 +208,15 @@ class ClQueue : public Queue {
       throw_error("opencl: kernel ", k.ir.name, " was compiled for ", k.dev->label(),
                   ", not for this queue's ", dev_.label());
     k.check(k.ir, args);
-    std::vector<int64_t> e = k.ir.extents(args.params);
-    int kept = k.ir.kept_axes();
-    int64_t nout = product(e, 0, kept), nred = product(e, kept, k.ir.ndim());
+    std::vector<int64_t> e = k.canon.extents(args.params);
+    int kept = k.canon.kept_axes();
+    int64_t nout = product(e, 0, kept), nred = product(e, kept, k.canon.ndim());
     if (nout == 0) return nullptr;  // an empty domain: nothing to do
     Launcher l(k, args, q_);
-    size_t cus = dev_.compute_units;
     std::vector<std::shared_ptr<void>> keep;
     cl_event ev = nullptr;
     if (!k.ir.reduce) {
-      ev = l.run(*k.map, groups_for(nout, k.map->local, cus * 64), {}, false);
+      ev = l.run(*k.map, groups_for(nout, k.map->local, SIZE_MAX / k.map->local), {}, false);
     } else if (k.gen.split && nred >= static_cast<int64_t>(32 * k.part->local)) {
       ev = split(k, l, nred, keep);
     } else {
@@ -306,8 +308,10 @@ class OpenClBackend : public Backend {
     std::vector<DeviceInfo> out;
     for (size_t i = 0; i < devices_.size(); ++i) {
       const ClDevice& d = *devices_[i];
-      out.push_back(DeviceInfo{Device{"opencl", static_cast<int>(i)},
-                               d.name.empty() ? "opencl" : d.description(), d.available, d.reason});
+      out.push_back(
+          DeviceInfo{Device{"opencl", static_cast<int>(i)},
+                     d.name.empty() ? "opencl" : d.description() + "; " + matmul_libraries(),
+                     d.available, d.reason});
     }
     return out;
   }
@@ -370,7 +374,8 @@ class OpenClBackend : public Backend {
   static std::shared_ptr<const ClKernel> build(ClDevice& dev, const Kernel& k) {
     auto ck = std::make_shared<ClKernel>();
     ck->dev = &dev;
-    ck->gen = generate(k, dev.caps(), dev.label());
+    ck->canon = merge_axes(k);
+    ck->gen = generate(ck->canon, dev.caps(), dev.label());
     BuiltProgram p = build_program(dev, ck->gen.source, k.name);
     ck->program = p.program;
     ++(p.from_cache ? g_from_disk : g_built);
