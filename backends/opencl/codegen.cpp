@@ -52,6 +52,25 @@ inline ulong kiln_mix(ulong z) {
   return z ^ (z >> 31);
 }
 inline ulong kiln_bits(ulong key, ulong c) { return kiln_mix(key + (c + 1UL) * 0x9e3779b97f4a7c15UL); }
+// float32 erf as x * P(x^2) / Q(x^2) on [-4, 4] (the cpu backend's rational fit, within 5 ulp):
+// straight-line code that vectorises, where a driver's erf may be a scalar call per element
+// (PoCL's made a fused gelu 100x slower). Compares, not fmin/fmax, so NaN passes through.
+inline float kiln_erf(float x) {
+  float c = x > 4.0f ? 4.0f : x;
+  c = c < -4.0f ? -4.0f : c;
+  float z = c * c;
+  float p = fma(z, 2.0015095640223045e-6f, 0.00028283157593563815f);
+  p = fma(p, z, 0.0038033077684824308f);
+  p = fma(p, z, 0.052852256547350698f);
+  p = fma(p, z, 0.19167024685191649f);
+  p = fma(p, z, 1.1283791590578851f);
+  float q = fma(z, 3.7483294648092395e-5f, 0.0011663487838495679f);
+  q = fma(q, z, 0.015045922524155666f);
+  q = fma(q, z, 0.11457382724376274f);
+  q = fma(q, z, 0.50319622937315642f);
+  q = fma(q, z, 1.0f);
+  return c * (p / q);
+}
 inline long kiln_ipow(long base, long e, int is_signed) {
   if (is_signed && e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;
   ulong r = 1UL, b = (ulong)base, ue = (ulong)e;
@@ -130,6 +149,7 @@ class Emitter {
       g.reduction = true;
       emit_combine();
       emit_reduce();
+      if (k_.kept_axes() > 0) emit_rows();
       if (k_.kept_axes() == 0) {
         g.split = true;
         emit_part();
@@ -235,7 +255,7 @@ class Emitter {
       case UnaryOp::Sin: return "sin(" + a + ")";
       case UnaryOp::Cos: return "cos(" + a + ")";
       case UnaryOp::Tanh: return "tanh(" + a + ")";
-      case UnaryOp::Erf: return "erf(" + a + ")";
+      case UnaryOp::Erf: return (d == float64 ? "erf(" : "kiln_erf(") + a + ")";
       case UnaryOp::Sigmoid: return "(" + one + " / (" + one + " + exp(-" + a + ")))";
       case UnaryOp::Floor: return "floor(" + a + ")";
       case UnaryOp::Ceil: return "ceil(" + a + ")";
@@ -490,6 +510,20 @@ class Emitter {
     os_ << ind << acc_type() << " acc = " << acc_init() << "; long pos = 0; int has = 0;\n";
   }
 
+  // Opens the loop over this work-item's share of positions [lo, hi): interleaved on GPUs, one
+  // contiguous run each on CPU devices (DeviceCaps::cpu).
+  void items(const std::string& lo, const std::string& hi, const std::string& ind) {
+    if (!caps_.cpu) {
+      os_ << ind << "for (long q = " << lo << " + get_local_id(0); q < " << hi
+          << "; q += get_local_size(0)) {\n";
+      return;
+    }
+    os_ << ind << "const long run = (" << hi << " - " << lo
+        << " + get_local_size(0) - 1) / get_local_size(0);\n";
+    os_ << ind << "const long q0 = " << lo << " + get_local_id(0) * run;\n";
+    os_ << ind << "for (long q = q0; q < min(q0 + run, (long)(" << hi << ")); ++q) {\n";
+  }
+
   // One raw element at reduced position `q`: the prologue, then fold it in.
   void fold_element(const std::string& ind) {
     coords(k_.kept_axes(), k_.ndim(), "q", ind);
@@ -512,18 +546,42 @@ class Emitter {
     os_ << ind << "}\n";
   }
 
-  // Work-item 0: the reduced value, the epilogue at reduced coordinates 0, the stores.
-  void finish(const std::string& ind) {
-    os_ << ind << "if (lid == 0) {\n";
-    std::string in = ind + "  ";
+  // The reduced value (from local memory after a tree, or from this item's own state), the
+  // epilogue at reduced coordinates 0, the stores.
+  void finish_body(const std::string& in, bool from_locals) {
     for (int a = k_.kept_axes(); a < k_.ndim(); ++a) os_ << in << "const long i" << a << " = 0;\n";
     const Value& rv = k_.body[reduce_at_];
-    std::string r = k_.reduce->op == ReduceOp::Argmax ? "lp[0]" : "la[0]";
+    std::string r = k_.reduce->op == ReduceOp::Argmax ? (from_locals ? "lp[0]" : "pos")
+                                                      : (from_locals ? "la[0]" : "acc");
     os_ << in << "const " << value_type(rv.dtype) << " " << v(reduce_at_) << " = ("
         << value_type(rv.dtype) << ")" << r << ";\n";
     values(reduce_at_ + 1, static_cast<int>(k_.body.size()), in);
     stores(in);
+  }
+
+  // Work-item 0 finishes after the tree.
+  void finish(const std::string& ind) {
+    os_ << ind << "if (lid == 0) {\n";
+    finish_body(ind + "  ", true);
     os_ << ind << "}\n";
+  }
+
+  // One work-item per output element, no local memory or barriers: for many outputs (rows of a
+  // softmax), where a work-group per output would spend its time in barriers.
+  void emit_rows() {
+    signature("kiln_rows", false, "");
+    int kept = k_.kept_axes();
+    os_ << "  const long nout = " << product(0, kept) << ";\n";
+    os_ << "  const long nred = " << product(kept, k_.ndim()) << ";\n";
+    os_ << "  const long o = get_global_id(0);\n";
+    os_ << "  if (o < nout) {\n";
+    coords(0, kept, "o", "    ");
+    state_init("    ");
+    os_ << "    for (long q = 0; q < nred; ++q) {\n";
+    fold_element("      ");
+    os_ << "    }\n";
+    finish_body("    ", false);
+    os_ << "  }\n}\n";
   }
 
   void emit_reduce() {
@@ -534,7 +592,7 @@ class Emitter {
     os_ << "  for (long o = get_group_id(0); o < nout; o += get_num_groups(0)) {\n";
     coords(0, kept, "o", "    ");
     state_init("    ");
-    os_ << "    for (long q = get_local_id(0); q < nred; q += get_local_size(0)) {\n";
+    items("0", "nred", "    ");
     fold_element("      ");
     os_ << "    }\n";
     tree("    ");
@@ -555,7 +613,7 @@ class Emitter {
     os_ << "  const long chunk = (nred + ng - 1) / ng;\n";
     os_ << "  const long lo = g * chunk, hi = min(lo + chunk, nred);\n";
     state_init("  ");
-    os_ << "  for (long q = lo + get_local_id(0); q < hi; q += get_local_size(0)) {\n";
+    items("lo", "hi", "  ");
     fold_element("    ");
     os_ << "  }\n";
     tree("  ");

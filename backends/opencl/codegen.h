@@ -28,6 +28,10 @@ namespace kiln::opencl {
 struct DeviceCaps {
   bool fp64 = true;
   bool int64 = true;
+  // A CPU device (CL_DEVICE_TYPE_CPU) runs a work-group's items one after another: each item
+  // then reduces one contiguous run (cache lines and vector loads); GPUs interleave items so
+  // that neighbours read neighbouring elements (coalesced).
+  bool cpu = false;
 };
 
 // A float launch scalar passed as its own argument (the host converts the launch word).

@@ -61,6 +61,9 @@ void describe(ClDevice& d) {
   d.int64 = profile == "FULL_PROFILE" || has_extension(exts, "cles_khr_int64");
   auto fp = device_value<cl_device_fp_config>(d.id, CL_DEVICE_SINGLE_FP_CONFIG);
   d.correct_divide_sqrt = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+  const char* gpu = std::getenv("KILN_OPENCL_GPU_LAYOUT");  // tests the GPU layout on PoCL
+  d.cpu = (device_value<cl_device_type>(d.id, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_CPU) != 0 &&
+          !(gpu && std::strcmp(gpu, "1") == 0);
 }
 
 void open(ClDevice& d) {

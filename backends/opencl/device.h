@@ -2,7 +2,8 @@
 // numbered opencl:0, opencl:1, ... in platform order, each with what `kiln devices` prints and,
 // when it cannot be used, why (OpenCL older than 1.2, no compiler, a probe kernel that does not
 // build). A usable device owns its context and a transfer queue for blocking Buffer reads and
-// writes. KILN_OPENCL_HIDE_FP64=1 hides cl_khr_fp64 (to test the no-fp64 path on PoCL).
+// writes. KILN_OPENCL_HIDE_FP64=1 hides cl_khr_fp64 (to test the no-fp64 path on PoCL);
+// KILN_OPENCL_GPU_LAYOUT=1 makes a CPU device take the GPU code layout (codegen.h DeviceCaps).
 #pragma once
 
 #include <memory>
@@ -23,7 +24,7 @@ struct ClDevice {
   cl_uint compute_units = 1;
   cl_ulong memory = 0, max_alloc = 0;
   size_t max_work_group = 1;
-  bool fp64 = false, int64 = false, correct_divide_sqrt = false;
+  bool fp64 = false, int64 = false, correct_divide_sqrt = false, cpu = false;
   bool available = false;
   std::string reason;
   cl_context context = nullptr;
@@ -35,7 +36,7 @@ struct ClDevice {
   ClDevice& operator=(const ClDevice&) = delete;
   ~ClDevice();
 
-  DeviceCaps caps() const { return {fp64, int64}; }
+  DeviceCaps caps() const { return {fp64, int64, cpu}; }
   std::string label() const;        // "opencl:0 (pthread-skylake-avx512)"
   std::string description() const;  // the `kiln devices` line
   std::string build_options() const;

@@ -94,9 +94,9 @@ struct ClKernel : CompiledKernel {
   Kernel ir;     // as the caller built it: launches are checked against it
   Kernel canon;  // merge_axes(ir): what the code walks (fewer axes, less index arithmetic)
   LaunchCheck check;
-  std::unique_ptr<Entry> map, reduce, part, final;
+  std::unique_ptr<Entry> map, reduce, rows, part, final;
   ~ClKernel() override {
-    map.reset(), reduce.reset(), part.reset(), final.reset();
+    map.reset(), reduce.reset(), rows.reset(), part.reset(), final.reset();
     if (program) clReleaseProgram(program);
   }
 };
@@ -219,6 +219,8 @@ class ClQueue : public Queue {
       ev = l.run(*k.map, groups_for(nout, k.map->local, SIZE_MAX / k.map->local), {}, false);
     } else if (k.gen.split && nred >= static_cast<int64_t>(32 * k.part->local)) {
       ev = split(k, l, nred, keep);
+    } else if (k.rows && nout >= static_cast<int64_t>(4 * dev_.compute_units * k.rows->local)) {
+      ev = l.run(*k.rows, groups_for(nout, k.rows->local, SIZE_MAX / k.rows->local), {}, false);
     } else {
       ev = l.run(*k.reduce, static_cast<size_t>(std::min<int64_t>(nout, 1 << 16)), {}, true);
     }
@@ -381,6 +383,7 @@ class OpenClBackend : public Backend {
     ++(p.from_cache ? g_from_disk : g_built);
     if (ck->gen.reduction) {
       ck->reduce = make_entry(dev, p.program, "kiln_reduce");
+      if (ck->canon.kept_axes() > 0) ck->rows = make_entry(dev, p.program, "kiln_rows");
       if (ck->gen.split) {
         ck->part = make_entry(dev, p.program, "kiln_part");
         ck->final = make_entry(dev, p.program, "kiln_final");
