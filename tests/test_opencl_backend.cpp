@@ -441,6 +441,30 @@ TEST(OpenclNoFp64, Float64RaisesFloat32Runs) {
     Array z = xf * 2.0f;  // float32 sums accumulate in float without fp64
     EXPECT_EQ(sum(z).item<float>(), 90.0f);
   }
+  // In one compiled call, the float64 kernel fails to build and fails only its output (the
+  // shapes differ, so fusion keeps the two in separate kernels).
+  Array xs = arange(0, 5, 1, float32);
+  eval(xs);
+  auto f = compile([](const std::vector<Array>& in) {
+    return std::vector<Array>{in[0] * 3.0, in[1] * 3.0f};
+  });
+  StreamScope s(device("opencl"));
+  std::vector<Array> out;
+  try {
+    out = f({x, xs});
+    eval(out[1]);
+  } catch (const Error& e) {
+    ADD_FAILURE() << "the float32 output failed too: " << e.what();
+  }
+  if (out.size() == 2) {
+    EXPECT_EQ(out[1].to_vector<float>()[3], 9.0f);
+    try {
+      eval(out[0]);
+      ADD_FAILURE() << "the float64 output evaluated without fp64";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cl_khr_fp64"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(OpenclBackend, BuildFailuresCarryTheLog) {
