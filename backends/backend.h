@@ -57,7 +57,9 @@ struct MatmulArgs {
   Buffer* c = nullptr;
 };
 
-// One ordered lane of work on one device.
+// One ordered lane of work on one device: work runs in submission order, and work enqueued
+// after other work sees its results (an in-order queue), so the executor may enqueue a chain of
+// tasks on one queue without waiting between them.
 class Queue {
  public:
   virtual ~Queue() = default;

@@ -125,6 +125,41 @@ void run_task_blocking(CallState& st, int t) {
   if (st.profiling && !st.aliased_copy[t]) record_profile(st, t, t0);
 }
 
+// A plan whose tasks all run on one device queue: the queue keeps submission order, so every
+// task is enqueued at once, in a topological order, and the calling thread waits for the events
+// at the end (no flow graph, no per-task completion round trip; kernels pipeline on the device).
+// A host task waits for the device work before it. A device error reaches the tasks that
+// consumed the failed task's output. Profiled end times are when the caller saw completion.
+void run_in_order(CallState& st) {
+  const Plan& plan = *st.plan;
+  std::vector<std::pair<int, EventPtr>> pending;
+  std::vector<int64_t> started(plan.tasks().size(), 0);
+  auto wait_pending = [&] {
+    for (auto& [t, ev] : pending) {
+      try {
+        ev->wait();
+      } catch (...) {
+        record_error(st, t, std::current_exception());
+      }
+      if (st.profiling) record_profile(st, t, started[t]);
+    }
+    pending.clear();
+  };
+  for (int t : plan.order()) {
+    if (plan.tasks()[t].kind == TaskKind::Host) wait_pending();
+    started[t] = st.profiling ? ProfileScope::now_ns() : 0;
+    if (EventPtr ev = start_task(st, t))
+      pending.emplace_back(t, std::move(ev));
+    else if (st.profiling && !st.aliased_copy[t])
+      record_profile(st, t, started[t]);
+  }
+  wait_pending();
+  if (!st.failed.load()) return;
+  for (int t : plan.order())
+    for (int d : plan.tasks()[t].deps)
+      if (!st.errors[t] && st.errors[d]) st.errors[t] = st.errors[d];
+}
+
 }  // namespace
 
 // One flow graph for one plan and one inline/async lane pattern. Re-run per call; one call at a
@@ -418,8 +453,12 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
   bool direct = options.path == RunOptions::Path::Direct ||
                 (options.path == RunOptions::Path::Auto && binding.all_inline &&
                  (ntasks <= options.direct_max_tasks || plan.critical_path() == ntasks));
+  bool one_queue =
+      options.path == RunOptions::Path::Auto && !binding.all_inline && binding.distinct.size() == 1;
   if (direct) {
     for (int t : plan.order()) run_task_blocking(st, t);
+  } else if (one_queue) {
+    run_in_order(st);
   } else {
     auto g = acquire_graph(plan, binding.inline_lanes);
     g->run(st);
