@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
+#include <string>
 
 #include "kiln.h"
 
@@ -30,6 +32,31 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << "element " << i;
+}
+
+std::string run_cli(const std::string& cmd, int* status) {
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (p && fgets(buf, sizeof buf, p)) out += buf;
+  *status = p ? pclose(p) : -1;
+  return out;
+}
+
+TEST(OpenclStreams, EnvironmentSelectsOpencl) {
+#ifdef KILN_CLI_PATH
+  REQUIRE_OPENCL();
+  int status = 0;
+  std::string out =
+      run_cli(std::string("KILN_DEVICE=opencl ") + KILN_CLI_PATH + " devices", &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(out.find("default: opencl:0"), std::string::npos) << out;
+  out = run_cli(std::string("KILN_DEVICE=opencl:9 ") + KILN_CLI_PATH + " devices 2>&1", &status);
+  EXPECT_NE(status, 0);  // by name: used or refused, never replaced by cpu
+  EXPECT_NE(out.find("opencl:9"), std::string::npos) << out;
+#else
+  GTEST_SKIP() << "the kiln command is not built";
+#endif
 }
 
 TEST(OpenclStreams, EagerOpsRunOnTheDevice) {
