@@ -56,6 +56,16 @@ TEST(OpenclStreams, EnvironmentSelectsOpencl) {
   out = run_cli(std::string("KILN_DEVICE=opencl:9 ") + KILN_CLI_PATH + " devices 2>&1", &status);
   EXPECT_NE(status, 0);  // by name: used or refused, never replaced by cpu
   EXPECT_NE(out.find("opencl:9"), std::string::npos) << out;
+  // No ICD (the loader pointed at an empty vendor folder): listed as missing, with the reason,
+  // and asking for it by name fails instead of running on cpu.
+  std::string no_icd = "OCL_ICD_VENDORS=/nonexistent-kiln-icd-dir ";
+  out = run_cli(no_icd + KILN_CLI_PATH + " devices", &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(out.find("no OpenCL platform found"), std::string::npos) << out;
+  EXPECT_NE(out.find("install an ICD"), std::string::npos) << out;
+  out = run_cli(no_icd + "KILN_DEVICE=opencl " + KILN_CLI_PATH + " devices 2>&1", &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("not available"), std::string::npos) << out;
 #else
   GTEST_SKIP() << "the kiln command is not built";
 #endif
