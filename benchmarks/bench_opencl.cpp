@@ -53,7 +53,8 @@ double time_on(const char* dev, const CompiledFunction& f, const Shape& shape, i
 
 // Milliseconds of the first compiled gelu in a fresh process (bench_opencl --first-call).
 double first_call_ms(const std::string& self, const std::string& cache) {
-  std::string cmd = "KILN_CACHE_DIR=" + cache + " " + self + " --first-call";
+  // This process placed POCL_CACHE_DIR in its own cache folder: the child must not inherit it.
+  std::string cmd = "env -u POCL_CACHE_DIR KILN_CACHE_DIR=" + cache + " " + self + " --first-call";
   FILE* p = popen(cmd.c_str(), "r");
   double ms = -1;
   if (p && std::fscanf(p, "%lf", &ms) != 1) ms = -1;
