@@ -15,6 +15,7 @@ SAN_CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
   -DKILN_BUILD_BENCHMARKS=OFF
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1 \
+  LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # Tests that run work on several threads or streams at once: std::thread, Meeting, ManyThreads,
 # streams, TBB-parallel cpu launches and matmul tiles, concurrent JIT compiles, the disk cache's

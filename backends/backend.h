@@ -51,13 +51,18 @@ struct MatmulArgs {
   Buffer* c = nullptr;
 };
 
-// One ordered lane of work on one device.
+// One ordered lane of work on one device: work runs in submission order, and work enqueued
+// after other work sees its results (an in-order queue), so the executor may enqueue a chain of
+// tasks on one queue without waiting between them.
 class Queue {
  public:
   virtual ~Queue() = default;
   // Each returns nullptr when the work already completed (host backends) or an Event.
   // Errors of inline work are thrown; errors of device work arrive through the Event.
   virtual EventPtr enqueue_kernel(const CompiledKernel& k, const KernelArgs& args) = 0;
+  // Copies into this queue's device memory (from host memory or the device itself), or out of
+  // it into host memory: the executor sends a copy from device memory into an inline lane
+  // (a cpu lane) to a queue of the source device, so no host thread blocks on the transfer.
   virtual EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) = 0;
   virtual EventPtr enqueue_matmul(const MatmulArgs& args) = 0;
   virtual void finish() = 0;  // waits for all enqueued work

@@ -13,6 +13,9 @@
 #ifdef KILN_HAVE_VULKAN_BACKEND
 #include "backends/vulkan/vulkan_backend.h"
 #endif
+#ifdef KILN_HAVE_OPENCL_BACKEND
+#include "backends/opencl/opencl_backend.h"
+#endif
 
 namespace kiln {
 
@@ -63,10 +66,16 @@ void register_builtins(Registry& r) {
     r.add_missing("cpu", "the cpu backend (LLVM 15 ORC JIT) is not built into this Kiln");
   }
 #endif
+#ifdef KILN_HAVE_OPENCL_BACKEND
+  register_backend(make_opencl_backend());
+#else
   {
     std::lock_guard<std::mutex> lock(r.mu);
-    r.add_missing("opencl", "the opencl backend is not built into this Kiln yet");
+    r.add_missing("opencl",
+                  "the opencl backend is not built into this Kiln (needs the OpenCL headers and "
+                  "ICD loader: opencl-headers, ocl-icd-opencl-dev)");
   }
+#endif
 #ifdef KILN_HAVE_VULKAN_BACKEND
   register_backend(make_vulkan_backend());
 #else

@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
 
+#include "backends/registry.h"
 #include "graph/error.h"
 #include "scheduler/cancel.h"
 #include "scheduler/lanes.h"
@@ -65,6 +68,18 @@ bool stopped(CallState& st, int t) {
   return true;
 }
 
+// A queue on `d` for copies out of its memory into a lane that runs inline (a cpu lane reading an
+// opencl result): the device transfers asynchronously and completes an event, where the inline
+// lane's own copy would block a TBB worker on a blocking read. One per device, for the process.
+Queue& copy_out_queue(const Device& d) {
+  static std::mutex mu;
+  static std::map<Device, std::unique_ptr<Queue>> queues;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& q = queues[d];
+  if (!q) q = backend_for(d).create_queue(d.index);
+  return *q;
+}
+
 // Starts task t. Returns an event for device work still in flight, or null when done.
 EventPtr start_task(CallState& st, int t) {
   if (dependency_failed(st, t) || stopped(st, t)) return nullptr;
@@ -86,8 +101,11 @@ EventPtr start_task(CallState& st, int t) {
         if (st.aliased_copy[t]) return nullptr;
         Buffer& src = *st.buffers[task.slots[0]];
         Buffer& dst = *st.buffers[task.slots[1]];
-        return st.lanes[task.lane]->queue->enqueue_copy(src, dst,
-                                                        st.plan->slots()[task.slots[1]].bytes());
+        Lane& lane = *st.lanes[task.lane];
+        Queue* q = lane.queue.get();
+        if (lane.inline_queue && !src.host_ptr() && src.device() != lane.stream.device)
+          q = &copy_out_queue(src.device());
+        return q->enqueue_copy(src, dst, st.plan->slots()[task.slots[1]].bytes());
       }
       case TaskKind::Matmul: {
         MatmulArgs args = task.matmul;
@@ -118,6 +136,41 @@ void run_task_blocking(CallState& st, int t) {
   if (st.profiling && !st.aliased_copy[t]) record_profile(st, t, t0);
 }
 
+// A plan whose tasks all run on one device queue: the queue keeps submission order, so every
+// task is enqueued at once, in a topological order, and the calling thread waits for the events
+// at the end (no flow graph, no per-task completion round trip; kernels pipeline on the device).
+// A host task waits for the device work before it. A device error reaches the tasks that
+// consumed the failed task's output. Profiled end times are when the caller saw completion.
+void run_in_order(CallState& st) {
+  const Plan& plan = *st.plan;
+  std::vector<std::pair<int, EventPtr>> pending;
+  std::vector<int64_t> started(plan.tasks().size(), 0);
+  auto wait_pending = [&] {
+    for (auto& [t, ev] : pending) {
+      try {
+        ev->wait();
+      } catch (...) {
+        record_error(st, t, std::current_exception());
+      }
+      if (st.profiling) record_profile(st, t, started[t]);
+    }
+    pending.clear();
+  };
+  for (int t : plan.order()) {
+    if (plan.tasks()[t].kind == TaskKind::Host) wait_pending();
+    started[t] = st.profiling ? profile_now_ns() : 0;
+    if (EventPtr ev = start_task(st, t))
+      pending.emplace_back(t, std::move(ev));
+    else if (st.profiling && !st.aliased_copy[t])
+      record_profile(st, t, started[t]);
+  }
+  wait_pending();
+  if (!st.failed.load()) return;
+  for (int t : plan.order())
+    for (int d : plan.tasks()[t].deps)
+      if (!st.errors[t] && st.errors[d]) st.errors[t] = st.errors[d];
+}
+
 }  // namespace
 
 // One flow graph for one plan and one inline/async lane pattern. Re-run per call; one call at a
@@ -134,7 +187,8 @@ struct GraphInstance {
     std::vector<flow::sender<flow::continue_msg>*> out(n);
     for (int t = 0; t < n; ++t) {
       const Task& task = plan.tasks()[t];
-      if (inline_lanes[task.lane]) {
+      // Copies may complete asynchronously even on an inline lane (copy_out_queue).
+      if (inline_lanes[task.lane] && task.kind != TaskKind::Copy) {
         auto node = std::make_unique<flow::continue_node<flow::continue_msg>>(
             // The host callable is copied into the node so the hot loop touches no Task.
             g, [this, t, is_host = task.kind == TaskKind::Host,
@@ -214,9 +268,12 @@ struct PlanRuntimeAccess {
 
 namespace {
 
+// Whether a lane's kernels can use `buf` in place (a copy task then becomes an alias). Host
+// backends read any host memory. A device backend needs its own memory: a HostBuffer carries the
+// device of the array it was made for (array(0.5f, device("vulkan"))) but is still host memory.
 bool usable_on(Buffer& buf, const Lane& lane) {
-  return buf.device() == lane.stream.device ||
-         (buf.host_ptr() != nullptr && lane.backend->uses_host_memory());
+  if (buf.host_ptr() != nullptr && lane.backend->uses_host_memory()) return true;
+  return buf.device() == lane.stream.device && dynamic_cast<HostBuffer*>(&buf) == nullptr;
 }
 
 // Compiles the kernel of every kernel task not compiled yet for its lane's device into `rt`,
@@ -425,8 +482,12 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
   bool direct = options.path == RunOptions::Path::Direct ||
                 (options.path == RunOptions::Path::Auto && binding.all_inline &&
                  (ntasks <= options.direct_max_tasks || plan.critical_path() == ntasks));
+  bool one_queue =
+      options.path == RunOptions::Path::Auto && !binding.all_inline && binding.distinct.size() == 1;
   if (direct) {
     for (int t : plan.order()) run_task_blocking(st, t);
+  } else if (one_queue) {
+    run_in_order(st);
   } else {
     auto g = acquire_graph(plan, binding.inline_lanes);
     g->run(st);

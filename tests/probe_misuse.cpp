@@ -656,8 +656,16 @@ void cache_case(const std::function<void(const fs::path&)>& damage) {
   ::setenv("KILN_CACHE_DIR", dir.c_str(), 1);
   in_subprocess([] { cached_computation().to_vector<float>(); });
   int entries = 0;
-  for (auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) damage(e.path()), ++entries;
+  // Kiln's entries only: $KILN_CACHE_DIR/pocl is PoCL's own kernel cache, which PoCL reads
+  // itself and aborts on when damaged (a PoCL assertion Kiln cannot catch; README says so).
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator();
+       ++it) {
+    if (it->is_directory() && it->path().filename() == "pocl") {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file()) damage(it->path()), ++entries;
+  }
   expect(entries > 0, "the disk cache stayed empty under " + dir);
   expect_cached_computation();
 }

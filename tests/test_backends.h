@@ -157,8 +157,9 @@ class MirrorBackend : public Backend {
       for (Buffer*& b : inner.buffers) b = unwrap(b);
       return run([this, &k, inner] { q_->enqueue_kernel(k, inner); });
     }
+    // Into this device's memory, or out of it into host memory (backend.h).
     EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) override {
-      Buffer* d = unwrap(&dst);
+      Buffer* d = dynamic_cast<MirrorBuffer*>(&dst) || !dst.host_ptr() ? unwrap(&dst) : &dst;
       return run([&src, d, bytes] { src.read(d->host_ptr(), 0, bytes); });
     }
     EventPtr enqueue_matmul(const MatmulArgs& a) override {

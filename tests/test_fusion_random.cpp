@@ -338,3 +338,17 @@ TEST(FusionRandom, CompiledOnVulkanMatchesReference) {
   run_programs(device("vulkan"), 500, 2e-4, true);
   EXPECT_EQ(vulkan_validation_messages(), messages) << "validation problems (printed above)";
 }
+
+// Fused kernels compiled to OpenCL C (PoCL here) against the same fused program on the
+// reference interpreter, with the cpu backend's tolerances (OpenCL's float32 builtins are
+// within a few ulp; the work-group trees reassociate float sums). 150 programs (~4.5 kernels
+// each): a cold PoCL build is ~0.5-1 s per kernel, and the program cache makes later runs fast.
+TEST(FusionRandom, CompiledOnOpenclMatchesReference) {
+  bool have_opencl = false;
+  for (const DeviceInfo& d : devices())
+    have_opencl = have_opencl || (d.device.backend == "opencl" && d.available);
+  if (!have_opencl) GTEST_SKIP() << "no usable OpenCL device";
+  int count = 150;
+  if (const char* e = std::getenv("KILN_OPENCL_RANDOM_GRAPHS")) count = std::atoi(e);
+  run_programs(device("opencl"), count, 2e-4, true);
+}

@@ -198,12 +198,18 @@ TEST(Jobs, ADeadlinePassingWhileQueuedEndsTheJobAtOnce) {
 
 TEST(Jobs, ADeadlinePassingWhileRunningStopsTheJob) {
   Scheduler sched;
+  Gate gate;
+  auto deadline = std::chrono::steady_clock::now() + 1s;
   Job j = sched.submit(
-      [](const std::vector<Array>& in) {
-        std::this_thread::sleep_for(60ms);  // past the deadline before the kernels run
+      [&](const std::vector<Array>& in) {
+        ++gate.arrived;
+        gate.wait_for_open.wait();  // the test opens it once the deadline has passed
         return std::vector<Array>{in[0] + 1.0f};
       },
-      {vec({1})}, {.name = "slow", .deadline = std::chrono::steady_clock::now() + 20ms});
+      {vec({1})}, {.name = "slow", .deadline = deadline});
+  gate.await_arrivals(1);  // running before its deadline
+  std::this_thread::sleep_until(deadline + 20ms);
+  gate.open();  // the kernels it asks for now start after the deadline
   j.wait();
   EXPECT_EQ(j.status(), JobStatus::DeadlineExceeded);
   expect_error([&] { j.outputs(); }, {"job 'slow'", "deadline", "running"});

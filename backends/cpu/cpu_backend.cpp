@@ -4,8 +4,8 @@
 
 #include <optional>
 
+#include "backends/canonical.h"
 #include "backends/cpu/buffer_pool.h"
-#include "backends/cpu/canonical.h"
 #include "backends/cpu/execute.h"
 #include "backends/cpu/jit.h"
 #include "backends/cpu/matmul.h"
@@ -95,7 +95,7 @@ class CpuBackend : public Backend {
   std::shared_ptr<const CompiledKernel> compile(int device, const Kernel& k) override {
     check_device(device);
     k.validate();
-    Kernel canon = cpu::merge_axes(k);
+    Kernel canon = merge_axes(k);
     auto ck = std::make_shared<CpuKernel>();
     ck->launch = launch_of(canon, k.hash(), ck->code);
     if (auto split = cpu::split_full_reduction(canon)) ck->split = compile_split(*split, ck->code);

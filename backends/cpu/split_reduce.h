@@ -1,7 +1,7 @@
 // Parallel full reductions. A kernel that reduces everything (no kept axes) has one output
 // point, so chunking the kept domain cannot spread it over threads; one core reads only ~8 of
 // the ~16 GB/s two cores read on this machine. Such a kernel (one constant reduced axis after
-// canonical.h merging, sum/prod/max/min, at least kMinElements long) is rewritten into
+// backends/canonical.h merging, sum/prod/max/min, at least kMinElements long) is rewritten into
 //   part:    domain [kParts (kept), M (reduced)] writing kParts partial results to a scratch
 //            buffer (float sums/products as float64 partials, so nothing is rounded early),
 //   tail:    the same over the N - kParts*M leftover elements (partial kParts),

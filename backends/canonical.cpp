@@ -1,6 +1,6 @@
-#include "backends/cpu/canonical.h"
+#include "backends/canonical.h"
 
-namespace kiln::cpu {
+namespace kiln {
 
 namespace {
 
@@ -57,4 +57,4 @@ Kernel merge_axes(const Kernel& in) {
   return k;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln

@@ -1,0 +1,414 @@
+#include "backends/opencl/opencl_backend.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <future>
+#include <map>
+#include <mutex>
+
+#include "backends/canonical.h"
+#include "backends/launch_check.h"
+#include "backends/opencl/codegen.h"
+#include "backends/opencl/device.h"
+#include "backends/opencl/matmul.h"
+#include "backends/opencl/memory.h"
+#include "backends/opencl/program_cache.h"
+#include "graph/error.h"
+
+namespace kiln {
+
+namespace opencl {
+
+namespace {
+
+std::atomic<int64_t> g_built{0}, g_from_disk{0}, g_memory_hits{0};
+
+std::exception_ptr error_ptr(const std::string& what) {
+  try {
+    throw_error(what);
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+// Completion of enqueued OpenCL work. Holds what the work uses (scratch buffers, host staging)
+// until it completes.
+class ClEvent : public Event, public std::enable_shared_from_this<ClEvent> {
+ public:
+  ClEvent(cl_event e, std::string what, std::vector<std::shared_ptr<void>> keep)
+      : ev_(e), what_(std::move(what)), keep_(std::move(keep)) {}
+  ~ClEvent() override { clReleaseEvent(ev_); }
+
+  void on_complete(std::function<void(std::exception_ptr)> f) override {
+    auto ctx = std::make_unique<Callback>(Callback{std::move(f), shared_from_this()});
+    cl_int err = clSetEventCallback(ev_, CL_COMPLETE, &ClEvent::callback, ctx.get());
+    if (err != CL_SUCCESS) {
+      ctx->f(error_ptr("opencl: clSetEventCallback failed: " + cl_error_name(err)));
+      return;
+    }
+    (void)ctx.release();  // owned by the callback from now on
+  }
+
+  void wait() override {
+    cl_int err = clWaitForEvents(1, &ev_);
+    cl_int status = CL_COMPLETE;
+    clGetEventInfo(ev_, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+    if (err != CL_SUCCESS || status < 0) std::rethrow_exception(failure(status < 0 ? status : err));
+  }
+
+ private:
+  struct Callback {
+    std::function<void(std::exception_ptr)> f;
+    std::shared_ptr<ClEvent> self;
+  };
+  static void CL_CALLBACK callback(cl_event, cl_int status, void* user) {
+    std::unique_ptr<Callback> ctx(static_cast<Callback*>(user));
+    ctx->f(status < 0 ? ctx->self->failure(status) : nullptr);
+  }
+  std::exception_ptr failure(cl_int status) const {
+    return error_ptr("opencl: " + what_ + " failed on the device: " + cl_error_name(status));
+  }
+
+  cl_event ev_;
+  std::string what_;
+  std::vector<std::shared_ptr<void>> keep_;
+};
+
+// One entry point of a built program. cl_kernel argument state is shared, so setting arguments
+// and enqueueing happen under `mu`.
+struct Entry {
+  cl_kernel kernel = nullptr;
+  size_t local = 1;  // work-group size: a power of two within the device's and kernel's limits
+  std::mutex mu;
+  ~Entry() {
+    if (kernel) clReleaseKernel(kernel);
+  }
+};
+
+struct ClKernel : CompiledKernel {
+  ClDevice* dev = nullptr;
+  cl_program program = nullptr;
+  Generated gen;
+  Kernel ir;     // as the caller built it: launches are checked against it
+  Kernel canon;  // merge_axes(ir): what the code walks (fewer axes, less index arithmetic)
+  LaunchCheck check;
+  std::unique_ptr<Entry> map, reduce, rows, part, final;
+  ~ClKernel() override {
+    map.reset(), reduce.reset(), rows.reset(), part.reset(), final.reset();
+    if (program) clReleaseProgram(program);
+  }
+};
+
+size_t pow2_floor(size_t x) {
+  size_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+
+std::unique_ptr<Entry> make_entry(const ClDevice& dev, cl_program p, const char* name) {
+  auto e = std::make_unique<Entry>();
+  cl_int err = CL_SUCCESS;
+  e->kernel = clCreateKernel(p, name, &err);
+  cl_check(err, "clCreateKernel");
+  size_t wg = 1;
+  cl_check(clGetKernelWorkGroupInfo(e->kernel, dev.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg,
+                                    nullptr),
+           "clGetKernelWorkGroupInfo");
+  // 256 bounds the __local arrays of a reduction (256 * 20 bytes); devices limit the rest.
+  e->local = pow2_floor(std::max<size_t>(1, std::min({wg, dev.max_work_group, size_t{256}})));
+  return e;
+}
+
+ClBuffer& cl_buffer(Buffer* b, const ClDevice& dev, const std::string& kernel) {
+  auto* cb = dynamic_cast<ClBuffer*>(b);
+  if (!cb || &cb->cl_device() != &dev)
+    throw_error("opencl: kernel ", kernel, " got a buffer that is not on ", dev.label(),
+                " (the plan must copy it there first)");
+  return *cb;
+}
+
+class Launcher {
+ public:
+  Launcher(const ClKernel& k, const KernelArgs& args, cl_command_queue q)
+      : k_(k), args_(args), q_(q) {}
+
+  // Sets the arguments every entry shares; returns the next argument index.
+  cl_uint common(cl_kernel kn) const {
+    cl_uint i = 0;
+    for (Buffer* b : args_.buffers) {
+      cl_mem m = cl_buffer(b, *k_.dev, k_.ir.name).mem();
+      cl_check(clSetKernelArg(kn, i++, sizeof m, &m), "clSetKernelArg (buffer)");
+    }
+    for (int p = 0; p < k_.gen.num_params; ++p) {
+      cl_long v = args_.params[p];
+      cl_check(clSetKernelArg(kn, i++, sizeof v, &v), "clSetKernelArg (param)");
+    }
+    for (const ScalarArg& s : k_.gen.scalars) {
+      float f = static_cast<float>(scalar_from_word(args_.params[s.param], s.dtype).f);
+      cl_check(clSetKernelArg(kn, i++, sizeof f, &f), "clSetKernelArg (scalar)");
+    }
+    return i;
+  }
+
+  cl_uint locals(cl_kernel kn, cl_uint i, size_t local) const {
+    cl_check(clSetKernelArg(kn, i++, local * k_.gen.acc_size, nullptr), "clSetKernelArg (local)");
+    cl_check(clSetKernelArg(kn, i++, local * sizeof(cl_long), nullptr), "clSetKernelArg (local)");
+    cl_check(clSetKernelArg(kn, i++, local * sizeof(cl_int), nullptr), "clSetKernelArg (local)");
+    return i;
+  }
+
+  cl_event run(Entry& e, size_t groups, const std::vector<std::pair<size_t, const void*>>& extra,
+               bool with_locals) const {
+    std::lock_guard<std::mutex> lock(e.mu);
+    cl_uint i = common(e.kernel);
+    if (with_locals) i = locals(e.kernel, i, e.local);
+    for (const auto& [size, ptr] : extra)
+      cl_check(clSetKernelArg(e.kernel, i++, size, ptr), "clSetKernelArg");
+    size_t global = groups * e.local, local = e.local;
+    cl_event ev = nullptr;
+    cl_check(clEnqueueNDRangeKernel(q_, e.kernel, 1, nullptr, &global, &local, 0, nullptr, &ev),
+             "clEnqueueNDRangeKernel");
+    return ev;
+  }
+
+ private:
+  const ClKernel& k_;
+  const KernelArgs& args_;
+  cl_command_queue q_;
+};
+
+int64_t product(const std::vector<int64_t>& e, int from, int to) {
+  int64_t p = 1;
+  for (int a = from; a < to; ++a) p *= e[a];
+  return p;
+}
+
+size_t groups_for(int64_t work, size_t local, size_t cap) {
+  int64_t g = (work + static_cast<int64_t>(local) - 1) / static_cast<int64_t>(local);
+  return static_cast<size_t>(std::max<int64_t>(1, std::min<int64_t>(g, static_cast<int64_t>(cap))));
+}
+
+class ClQueue : public Queue {
+ public:
+  ClQueue(ClDevice& dev, std::shared_ptr<ClPool> pool) : dev_(dev), pool_(std::move(pool)) {
+    cl_int err = CL_SUCCESS;
+    q_ = clCreateCommandQueue(dev.context, dev.id, 0, &err);  // in order
+    cl_check(err, "clCreateCommandQueue");
+  }
+  ~ClQueue() override {
+    clFinish(q_);
+    clReleaseCommandQueue(q_);
+  }
+
+  EventPtr enqueue_kernel(const CompiledKernel& ck, const KernelArgs& args) override {
+    auto& k = static_cast<const ClKernel&>(ck);
+    if (k.dev != &dev_)
+      throw_error("opencl: kernel ", k.ir.name, " was compiled for ", k.dev->label(),
+                  ", not for this queue's ", dev_.label());
+    k.check(k.ir, args);
+    std::vector<int64_t> e = k.canon.extents(args.params);
+    int kept = k.canon.kept_axes();
+    int64_t nout = product(e, 0, kept), nred = product(e, kept, k.canon.ndim());
+    if (nout == 0) return nullptr;  // an empty domain: nothing to do
+    Launcher l(k, args, q_);
+    std::vector<std::shared_ptr<void>> keep;
+    cl_event ev = nullptr;
+    if (!k.ir.reduce) {
+      ev = l.run(*k.map, groups_for(nout, k.map->local, SIZE_MAX / k.map->local), {}, false);
+    } else if (k.gen.split && nred >= static_cast<int64_t>(32 * k.part->local)) {
+      ev = split(k, l, nred, keep);
+    } else if (k.rows && nout >= static_cast<int64_t>(4 * dev_.compute_units * k.rows->local)) {
+      ev = l.run(*k.rows, groups_for(nout, k.rows->local, SIZE_MAX / k.rows->local), {}, false);
+    } else {
+      ev = l.run(*k.reduce, static_cast<size_t>(std::min<int64_t>(nout, 1 << 16)), {}, true);
+    }
+    clFlush(q_);
+    return std::make_shared<ClEvent>(ev, "kernel " + k.ir.name, std::move(keep));
+  }
+
+  EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    auto* s = dynamic_cast<ClBuffer*>(&src);
+    auto* d = dynamic_cast<ClBuffer*>(&dst);
+    cl_event ev = nullptr;
+    if (s && d && &s->cl_device() == &d->cl_device()) {
+      cl_check(clEnqueueCopyBuffer(q_, s->mem(), d->mem(), 0, 0, bytes, 0, nullptr, &ev),
+               "clEnqueueCopyBuffer");
+    } else if (d && src.host_ptr()) {
+      cl_check(
+          clEnqueueWriteBuffer(q_, d->mem(), CL_FALSE, 0, bytes, src.host_ptr(), 0, nullptr, &ev),
+          "clEnqueueWriteBuffer");
+    } else if (s && dst.host_ptr()) {
+      cl_check(
+          clEnqueueReadBuffer(q_, s->mem(), CL_FALSE, 0, bytes, dst.host_ptr(), 0, nullptr, &ev),
+          "clEnqueueReadBuffer");
+    } else if (dst.host_ptr()) {  // from another device: its own blocking read
+      src.read(dst.host_ptr(), 0, bytes);
+      return nullptr;
+    } else {  // between two devices with no host pointer: through host memory
+      auto staging = std::make_shared<std::vector<char>>(bytes);
+      src.read(staging->data(), 0, bytes);
+      dst.write(staging->data(), 0, bytes);
+      return nullptr;
+    }
+    clFlush(q_);
+    return std::make_shared<ClEvent>(ev, "copy", std::vector<std::shared_ptr<void>>{});
+  }
+
+  EventPtr enqueue_matmul(const MatmulArgs& a) override {
+    std::vector<std::shared_ptr<void>> keep;
+    cl_event ev = opencl::enqueue_matmul(dev_, *pool_, q_, a, keep);
+    if (!ev) return nullptr;
+    clFlush(q_);
+    return std::make_shared<ClEvent>(ev, "matmul", std::move(keep));
+  }
+
+  void finish() override { cl_check(clFinish(q_), "clFinish"); }
+  bool runs_inline() const override { return false; }
+
+ private:
+  // The split scheme: `part` reduces contiguous chunks into partials, `final` combines them.
+  cl_event split(const ClKernel& k, const Launcher& l, int64_t nred,
+                 std::vector<std::shared_ptr<void>>& keep) {
+    size_t parts = groups_for(nred, k.part->local, dev_.compute_units * 16);
+    auto sa = pool_->allocate(parts * k.gen.acc_size);
+    auto sp = pool_->allocate(parts * sizeof(cl_long));
+    auto sh = pool_->allocate(parts * sizeof(cl_int));
+    cl_mem ma = sa->mem(), mp = sp->mem(), mh = sh->mem();
+    cl_long np = static_cast<cl_long>(parts);
+    cl_event first =
+        l.run(*k.part, parts, {{sizeof ma, &ma}, {sizeof mp, &mp}, {sizeof mh, &mh}}, true);
+    clReleaseEvent(first);  // the in-order queue orders `final` after it
+    keep = {sa, sp, sh};
+    return l.run(*k.final, 1,
+                 {{sizeof ma, &ma}, {sizeof mp, &mp}, {sizeof mh, &mh}, {sizeof np, &np}}, true);
+  }
+
+  ClDevice& dev_;
+  std::shared_ptr<ClPool> pool_;
+  cl_command_queue q_ = nullptr;
+};
+
+size_t pool_limit() {
+  if (const char* e = std::getenv("KILN_OPENCL_POOL_BYTES")) return std::strtoull(e, nullptr, 10);
+  return size_t{512} << 20;
+}
+
+class OpenClBackend : public Backend {
+ public:
+  OpenClBackend() {
+    place_pocl_cache();
+    devices_ = discover();
+    for (auto& d : devices_)
+      pools_.push_back(d->available ? std::make_shared<ClPool>(*d, pool_limit()) : nullptr);
+  }
+
+  std::string name() const override { return "opencl"; }
+  std::vector<DeviceInfo> devices() override {
+    std::vector<DeviceInfo> out;
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      const ClDevice& d = *devices_[i];
+      out.push_back(
+          DeviceInfo{Device{"opencl", static_cast<int>(i)},
+                     d.name.empty() ? "opencl" : d.description() + "; " + matmul_libraries(),
+                     d.available, d.reason});
+    }
+    return out;
+  }
+  bool uses_host_memory() const override { return false; }
+
+  std::shared_ptr<Buffer> allocate(int device, size_t bytes) override {
+    return pools_[usable(device).index]->allocate(bytes);
+  }
+
+  std::shared_ptr<const CompiledKernel> compile(int device, const Kernel& k) override {
+    ClDevice& dev = usable(device);
+    k.validate();
+    std::string canon = k.canonical();
+    std::promise<std::shared_ptr<const ClKernel>> mine;
+    std::shared_future<std::shared_ptr<const ClKernel>> fut;
+    bool builder = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = cache_.find({device, canon});
+      if (it != cache_.end()) {
+        fut = it->second;
+      } else {
+        cache_.emplace(std::make_pair(device, canon), mine.get_future().share());
+        builder = true;
+      }
+    }
+    if (!builder) {
+      ++g_memory_hits;
+      return fut.get();  // waits for another thread's build; rethrows its error
+    }
+    try {
+      auto built = build(dev, k);
+      mine.set_value(built);
+      return built;
+    } catch (...) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        cache_.erase({device, canon});  // a failed build is retried by the next call
+      }
+      mine.set_exception(std::current_exception());
+      throw;
+    }
+  }
+
+  std::unique_ptr<Queue> create_queue(int device) override {
+    ClDevice& dev = usable(device);
+    return std::make_unique<ClQueue>(dev, pools_[dev.index]);
+  }
+
+ private:
+  ClDevice& usable(int device) {
+    if (device < 0 || device >= static_cast<int>(devices_.size()))
+      throw_error("opencl: device opencl:", device, " does not exist (", devices_.size(),
+                  " OpenCL device(s))");
+    ClDevice& d = *devices_[device];
+    if (!d.available) throw_error("opencl: device opencl:", device, " is not usable: ", d.reason);
+    return d;
+  }
+
+  static std::shared_ptr<const ClKernel> build(ClDevice& dev, const Kernel& k) {
+    auto ck = std::make_shared<ClKernel>();
+    ck->dev = &dev;
+    ck->canon = merge_axes(k);
+    ck->gen = generate(ck->canon, dev.caps(), dev.label());
+    BuiltProgram p = build_program(dev, ck->gen.source, k.name);
+    ck->program = p.program;
+    ++(p.from_cache ? g_from_disk : g_built);
+    if (ck->gen.reduction) {
+      ck->reduce = make_entry(dev, p.program, "kiln_reduce");
+      if (ck->canon.kept_axes() > 0) ck->rows = make_entry(dev, p.program, "kiln_rows");
+      if (ck->gen.split) {
+        ck->part = make_entry(dev, p.program, "kiln_part");
+        ck->final = make_entry(dev, p.program, "kiln_final");
+      }
+    } else {
+      ck->map = make_entry(dev, p.program, "kiln_map");
+    }
+    ck->ir = k;
+    ck->check = LaunchCheck(k);
+    return ck;
+  }
+
+  std::vector<std::unique_ptr<ClDevice>> devices_;
+  std::vector<std::shared_ptr<ClPool>> pools_;
+  std::mutex mu_;
+  // Keyed by the kernel's structure (canonical text), so equal kernels share one program.
+  std::map<std::pair<int, std::string>, std::shared_future<std::shared_ptr<const ClKernel>>> cache_;
+};
+
+}  // namespace
+
+BuildStats build_stats() { return {g_built.load(), g_from_disk.load(), g_memory_hits.load()}; }
+
+}  // namespace opencl
+
+std::shared_ptr<Backend> make_opencl_backend() { return std::make_shared<opencl::OpenClBackend>(); }
+
+}  // namespace kiln
