@@ -38,6 +38,7 @@
 
 #include "backends/cpu/matmul.h"
 #include "backends/extension.h"
+#include "jax_peer.h"
 #include "kiln.h"
 
 namespace {
@@ -302,10 +303,6 @@ constexpr double kMlpFlops = 2.0 * 2 * 256 * 1024 * 4096;  // two GEMMs; the res
 // Wall time decides; CPU time (summed over threads) tells, on a shared machine, how much of it
 // each side took: the scheduler shares cores per thread, so a runtime with more busy threads
 // gets more of a loaded machine.
-struct Timing {
-  double wall = 1e30, cpu = 1e30;
-};
-
 double process_cpu_seconds() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -368,78 +365,6 @@ struct Mlp {
   }
 };
 
-// JAX in a child process (benchmarks/peers/mlp_jax.py) that runs calls on request, so that
-// Kiln's and JAX's timings alternate round by round and see the same load.
-class JaxPeer {
- public:
-  explicit JaxPeer(const std::string& python) {
-    std::string script = std::string(KILN_SOURCE_DIR) + "/benchmarks/peers/mlp_jax.py";
-    int to_child[2], from_child[2];
-    if (pipe(to_child) != 0 || pipe(from_child) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(to_child[0], 0);
-      dup2(from_child[1], 1);
-      dup2(from_child[1], 2);  // a Python error arrives as the last line before EOF
-      close(to_child[1]);
-      close(from_child[0]);
-      execl(python.c_str(), python.c_str(), script.c_str(), static_cast<char*>(nullptr));
-      std::printf("could not run %s\n", python.c_str());
-      _exit(127);
-    }
-    close(to_child[0]);
-    close(from_child[1]);
-    in_ = fdopen(to_child[1], "w");
-    out_ = fdopen(from_child[0], "r");
-    std::string line = read_line("ready jax ");
-    if (!line.empty()) version_ = line.substr(10);
-  }
-  ~JaxPeer() {
-    if (in_) std::fclose(in_);
-    if (out_) std::fclose(out_);
-    if (pid_ > 0) waitpid(pid_, nullptr, 0);
-  }
-  bool ok() const { return !version_.empty(); }
-  const std::string& version() const { return version_; }
-  const std::string& last_line() const { return last_; }
-
-  // Fastest of `reps` calls and CPU time per call, in seconds; wall < 0 when the peer failed.
-  Timing best_of(int reps) {
-    Timing t;
-    t.wall = -1;
-    if (!ok()) return t;
-    std::fprintf(in_, "%d\n", reps);
-    std::fflush(in_);
-    std::string line = read_line("best_ms ");
-    double wall_ms = 0, cpu_ms = 0;
-    if (std::sscanf(line.c_str(), "best_ms %lf cpu_ms %lf", &wall_ms, &cpu_ms) == 2) {
-      t.wall = wall_ms / 1e3;
-      t.cpu = cpu_ms / 1e3;
-    }
-    return t;
-  }
-
- private:
-  // The next line starting with `prefix` (other output, e.g. warnings, is skipped); "" at EOF.
-  std::string read_line(const char* prefix) {
-    char buf[1024];
-    while (out_ && std::fgets(buf, sizeof buf, out_)) {
-      last_ = buf;
-      if (last_.rfind(prefix, 0) == 0) {
-        last_.erase(last_.find_last_not_of("\r\n") + 1);
-        return last_;
-      }
-    }
-    version_.clear();
-    return "";
-  }
-
-  pid_t pid_ = -1;
-  FILE* in_ = nullptr;
-  FILE* out_ = nullptr;
-  std::string version_, last_;
-};
-
 void mlp_section(const std::string& python, int rounds) {
   std::printf(
       "\n== 3. MLP gelu(x@W1+b1)@W2+b2, x 256x1024, W1 1024x4096, W2 4096x1024, "
@@ -448,7 +373,8 @@ void mlp_section(const std::string& python, int rounds) {
   Mlp mlp;
   std::unique_ptr<JaxPeer> jax;
   if (!python.empty()) {
-    jax = std::make_unique<JaxPeer>(python);
+    jax = std::make_unique<JaxPeer>(python,
+                                    std::string(KILN_SOURCE_DIR) + "/benchmarks/peers/mlp_jax.py");
     if (jax->ok())
       std::printf("JAX %s jit (%s), alternating with Kiln, %d rounds of 10 calls each\n",
                   jax->version().c_str(), python.c_str(), 4 * rounds);

@@ -12,6 +12,7 @@
 #include "compile/graph_walk.h"
 #include "compile/lower.h"
 #include "compile/passes.h"
+#include "compile/rules.h"
 #include "compile/shapes.h"
 #include "compile/trace_cache.h"
 #include "graph/array_node.h"
@@ -53,17 +54,7 @@ bool replays_for_any_rank(const std::vector<Array>& outputs, const std::vector<A
   auto leaf = [&](const ArrayNode& n) { return ins.count(&n) || n.data != nullptr; };
   for (const Array& a : topological_order(outputs, leaf)) {
     const ArrayNode& n = *a.node();
-    if (leaf(n)) continue;
-    switch (n.op) {
-      case Op::Unary:
-      case Op::Binary:
-      case Op::Select:
-      case Op::Cast:
-      case Op::Full:
-      case Op::Arange:
-      case Op::Random: break;
-      default: return false;
-    }
+    if (!leaf(n) && !rules(n.op).any_rank) return false;
   }
   return true;
 }
@@ -267,7 +258,8 @@ void check_made(const void* impl) {
 std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& args) const {
   check_made(impl_.get());
   const Impl& im = *impl_;
-  if (!compile_enabled() || is_tracing()) return im.fn(args);
+  // Inside a trace or a transform the function runs inline: the caller records its graph.
+  if (!compile_enabled() || is_tracing() || in_transform()) return im.fn(args);
   std::vector<Array> state = im.state_inputs();
   auto [entry, lowered] = im.prepare(args, state);
   return im.run(*entry, *lowered, args, state);

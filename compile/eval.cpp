@@ -18,7 +18,9 @@ namespace {
 bool is_done(const ArrayNode& n) { return n.data || n.error; }
 
 // After evaluation the node no longer needs its inputs; dropping them frees the graph behind it.
+// Not while a transform records: it walks the graph after the function has run.
 void detach(ArrayNode& n) {
+  if (in_transform()) return;
   n.inputs.clear();
   n.inputs.shrink_to_fit();
 }

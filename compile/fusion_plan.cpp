@@ -171,6 +171,9 @@ class Planner {
 
  private:
   bool leaf(const ArrayNode& n) const { return is_leaf_(n); }
+  // Counts are inlined from the input's shape, stored only when someone asks for the value
+  // itself (a transform may hold the count mean divides by).
+  bool inlined_count(const ArrayNode& n) const { return n.op == Op::Count && !outputs_.count(&n); }
 
   // Fusion off: every primitive is stored and is its own kernel (eager evaluation).
   FusionPlan one_kernel_per_primitive() {
@@ -179,7 +182,7 @@ class Planner {
     plan.groups.reserve(order_.size());
     for (const Array& a : order_) {
       const ArrayNode* n = a.node().get();
-      if (leaf(*n) || n->op == Op::Count) continue;  // counts are inlined from the input's shape
+      if (leaf(*n) || inlined_count(*n)) continue;
       plan.materialized.insert(n);
     }
     for (const Array& a : order_) {
@@ -207,7 +210,7 @@ class Planner {
   void choose_pinned() {
     for (const Array& a : order_) {
       const ArrayNode& n = *a.node();
-      if (leaf(n) || n.op == Op::Count) continue;  // counts are inlined from the input's shape
+      if (leaf(n) || inlined_count(n)) continue;
       if (outputs_.count(&n)) pinned_.insert(&n);
       if (n.op == Op::Reduce || n.op == Op::Matmul || n.op == Op::Concatenate)
         own_kernel_.insert(&n);

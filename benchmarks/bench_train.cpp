@@ -1,0 +1,157 @@
+// The compiled training step of issue 11: a 2-layer MLP 1024 -> 4096 -> 1024 with exact gelu,
+// batch 256, float32, mean squared error and one Adam step. Measured in one run, rounds
+// alternating: the same step uncompiled (eager: one kernel per primitive), compiled (forward,
+// backward and update fused and planned once) and JAX's jit of the same step in jax.numpy
+// (benchmarks/peers/train_jax.py; only when a Python with jax exists: ~/peers/bin/python or
+// --python PATH). Also the compiled step's memory (its plan's memory analysis) against the sum
+// the issue names: parameters, optimizer state, activations kept for backward and gradients.
+//
+//   build/benchmarks/bench_train [--rounds N] [--python PATH] [--no-peers]
+#include <sys/resource.h>
+#include <time.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "jax_peer.h"
+#include "kiln.h"
+
+using namespace kiln;
+
+namespace {
+
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+template <typename F>
+Timing best_of(int reps, F&& f) {
+  Timing t;
+  double cpu0 = process_cpu_seconds();
+  for (int i = 0; i < reps; ++i) {
+    auto s = std::chrono::steady_clock::now();
+    f();
+    t.wall = std::min(t.wall,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count());
+  }
+  t.cpu = (process_cpu_seconds() - cpu0) / reps;
+  return t;
+}
+
+struct Trainer {
+  nn::MLP model{{1024, 4096, 1024}, nn::gelu, random::key(0)};
+  optim::Adam optimizer{model.parameters(), 1e-3};
+  Array x = random::normal({256, 1024}, float32, random::key(1));
+  Array y = random::normal({256, 1024}, float32, random::key(2));
+  std::vector<std::vector<Array>*> state{&model.parameters().arrays(), &optimizer.state()};
+  nn::ModuleValueAndGradFn loss_and_grad = nn::value_and_grad(
+      model, [this](const std::vector<Array>& a) { return nn::mse(model(a[0]), a[1]); });
+  Fn step = [this](const std::vector<Array>& a) {
+    auto [loss, grads] = loss_and_grad(a);
+    optimizer.update(model, grads);
+    return std::vector<Array>{loss};
+  };
+  CompiledFunction compiled = compile(step, {.inputs = state, .outputs = state});
+
+  void run(bool use_compiled) {
+    Array loss = use_compiled ? compiled({x, y})[0] : step({x, y})[0];
+    std::vector<Array> all = model.parameters().arrays();
+    all.insert(all.end(), optimizer.state().begin(), optimizer.state().end());
+    all.push_back(loss);
+    eval(all);
+  }
+};
+
+size_t bytes_of(const std::vector<Array>& v) {
+  size_t n = 0;
+  for (const Array& a : v) n += a.nbytes();
+  return n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 5;
+  std::string python;
+  bool peers = true;
+  if (const char* home = std::getenv("HOME")) {
+    std::string p = std::string(home) + "/peers/bin/python";
+    if (std::filesystem::exists(p)) python = p;
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--rounds" && i + 1 < argc)
+      rounds = std::atoi(argv[++i]);
+    else if (a == "--python" && i + 1 < argc)
+      python = argv[++i];
+    else if (a == "--no-peers")
+      peers = false;
+  }
+  Trainer eager, fused;
+  eager.run(false);  // warm: kernels built, memory pools filled
+  fused.run(true);
+  std::unique_ptr<JaxPeer> jax;
+  if (peers && !python.empty()) {
+    jax = std::make_unique<JaxPeer>(
+        python, std::string(KILN_SOURCE_DIR) + "/benchmarks/peers/train_jax.py");
+    if (!jax->ok())
+      std::printf("JAX: could not run %s (%s)\n", python.c_str(), jax->last_line().c_str());
+  }
+  std::printf("== training step: MLP 1024->4096->1024 gelu, batch 256, mse, Adam (float32)\n");
+  Timing e, c, j;
+  for (int r = 0; r < rounds; ++r) {
+    Timing te = best_of(2, [&] { eager.run(false); });
+    Timing tc = best_of(4, [&] { fused.run(true); });
+    e.wall = std::min(e.wall, te.wall), e.cpu = std::min(e.cpu, te.cpu);
+    c.wall = std::min(c.wall, tc.wall), c.cpu = std::min(c.cpu, tc.cpu);
+    if (jax && jax->ok()) {
+      Timing tj = jax->best_of(4);
+      if (tj.wall > 0) j.wall = std::min(j.wall, tj.wall), j.cpu = std::min(j.cpu, tj.cpu);
+    }
+  }
+  double flops = 3 * 2.0 * 256 * (1024.0 * 4096 * 2);  // forward + two backward matmuls each
+  std::printf("  %-28s %9.2f ms  (cpu %7.2f ms)  %6.0f GFLOP/s\n", "Kiln uncompiled (eager)",
+              e.wall * 1e3, e.cpu * 1e3, flops / e.wall / 1e9);
+  std::printf("  %-28s %9.2f ms  (cpu %7.2f ms)  %6.0f GFLOP/s\n", "Kiln compiled", c.wall * 1e3,
+              c.cpu * 1e3, flops / c.wall / 1e9);
+  if (j.wall < 1e29)
+    std::printf("  %-28s %9.2f ms  (cpu %7.2f ms)  %6.0f GFLOP/s\n",
+                ("JAX " + jax->version() + " jit").c_str(), j.wall * 1e3, j.cpu * 1e3,
+                flops / j.wall / 1e9);
+  std::printf("  compiled speed-up over eager: %.2fx (goal >= 1.5x)\n", e.wall / c.wall);
+  if (j.wall < 1e29)
+    std::printf("  Kiln compiled / JAX jit:      %.2fx time (goal <= 1.1x)\n", c.wall / j.wall);
+  else
+    std::printf("  JAX not measured (no ~/peers/bin/python; pass --python PATH)\n");
+  std::printf("  traces of the compiled step:  %zu\n", fused.compiled.cache_size());
+
+  // Memory: what the compiled step's plan holds at its peak, against the issue's sum.
+  MemoryAnalysis m = fused.compiled.lower({fused.x, fused.y}).compile().memory_analysis();
+  size_t params = bytes_of(fused.model.parameters().arrays());
+  size_t opt = bytes_of(fused.optimizer.state());
+  size_t grads = params;
+  size_t kept = 2 * 256 * 4096 * 4 + 256 * 1024 * 4;  // pre-activation, gelu output, residual
+  size_t budget = params + opt + kept + grads;
+  std::printf("\n== memory of the compiled step (plan's memory analysis)\n");
+  for (const auto& [dev, d] : m.devices) {
+    size_t peak = d.argument_bytes + d.output_bytes + d.temp_bytes;
+    std::printf("  %s: arguments %.1f MB, outputs %.1f MB, temporaries %.1f MB, peak %.1f MB\n",
+                dev.c_str(), d.argument_bytes / 1e6, d.output_bytes / 1e6, d.temp_bytes / 1e6,
+                peak / 1e6);
+    std::printf(
+        "  params %.1f + optimizer state %.1f + kept activations %.1f + gradients %.1f = %.1f MB"
+        "; peak / that = %.2f (goal <= 1.2)\n",
+        params / 1e6, opt / 1e6, kept / 1e6, grads / 1e6, budget / 1e6,
+        static_cast<double>(peak) / budget);
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("  process peak RSS (both trainers, all kernels): %.1f MB\n", ru.ru_maxrss / 1e3);
+  return 0;
+}

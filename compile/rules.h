@@ -1,0 +1,69 @@
+// What Kiln knows about each primitive beyond its record in the graph, one table entry per Op:
+// its shape rule (shapeless replay), whether it replays for any rank, and its derivative and
+// batching rules (the transforms). Each family fills its entries in one file under
+// compile/rules/, so a new primitive is one rules file plus its tests (and, for a new scalar
+// function, its line in backends/scalar_ops.h and each backend's renderer).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "graph/array_node.h"
+
+namespace kiln {
+
+// A value inside vmap: `mapped` says whether axis 0 is the mapped axis.
+struct Batched {
+  Array value;
+  bool mapped = false;
+};
+
+using MaybeArray = std::optional<Array>;
+
+struct PrimitiveRules {
+  // The node's shape when its inputs have the shapes of `inputs` (shapeless compile replays a
+  // trace with new input shapes); raises kiln::Error when the trace fixed a shape.
+  Shape (*shape)(const ArrayNode& n, const std::vector<Array>& inputs);
+  // The shape follows from the inputs' by broadcasting alone, so a shapeless trace serves
+  // inputs of any rank.
+  bool any_rank;
+  // Reverse mode: the cotangent of each input, given the node `n` (output `out`) and the
+  // output's cotangent `ct`; nullopt for an input with no derivative.
+  std::vector<MaybeArray> (*vjp)(const ArrayNode& n, const Array& out, const Array& ct);
+  // Forward mode: the output's tangent given each input's (nullopt: zero); nullopt for zero.
+  MaybeArray (*jvp)(const ArrayNode& n, const Array& out, const std::vector<MaybeArray>& tangents);
+  // Batching: the node applied to inputs some of which carry a leading mapped axis of `size`.
+  Batched (*vmap)(const ArrayNode& n, const std::vector<Batched>& inputs, int64_t size);
+};
+
+const PrimitiveRules& rules(Op op);
+
+// The family tables (compile/rules/*.cpp); rules() picks from them.
+extern const PrimitiveRules kUnaryRules, kBinaryRules, kSelectRules, kCastRules;
+extern const PrimitiveRules kReduceRules, kCountRules;
+extern const PrimitiveRules kReshapeRules, kTransposeRules, kBroadcastRules, kSliceRules,
+    kConcatenateRules;
+extern const PrimitiveRules kMatmulRules;
+extern const PrimitiveRules kSourceRules;  // Constant, Placeholder, Full, Arange, Random
+
+// Helpers the rules share (compile/rules/common.cpp).
+namespace rule {
+// Sums `g` (of a broadcast result's shape) down to `shape`, the shape an input had before
+// implicit broadcasting.
+Array unbroadcast(const Array& g, const Shape& shape);
+// A copy of `n` with new inputs and shape (same op, params, dtype and stream).
+Array remake(const ArrayNode& n, Shape shape, std::vector<Array> inputs, Params p);
+// A mapped value with unit axes inserted after the mapped axis, so that its unmapped part has
+// `rank` axes and it broadcasts against unmapped values by NumPy's trailing alignment.
+Array align_mapped(const Batched& b, int rank);
+// The mapped value of `b`: itself, or an unmapped value broadcast along a new leading axis.
+Array materialize(const Batched& b, int64_t size);
+Shape prepend(int64_t size, const Shape& s);
+bool differentiable(Dtype d);  // floating-point: cotangents and tangents flow through it
+// Raises the error of a shapeless trace whose node `n` fixed a shape the new inputs break.
+[[noreturn]] void baked(const ArrayNode& n, const std::string& what);
+// Zeros standing for "no derivative" where a value is required.
+Array zeros_for(const Array& like);
+}  // namespace rule
+
+}  // namespace kiln

@@ -1,0 +1,276 @@
+// Rules of the primitives that move elements without computing: reshape, transpose,
+// broadcast_to, slice and concatenate. A slice's cotangent is the cotangent spread back over
+// the input's shape with zeros between and around the selected elements.
+#include <algorithm>
+
+#include "compile/rules.h"
+#include "graph/ops.h"
+
+namespace kiln {
+
+namespace {
+
+using rule::differentiable;
+using rule::prepend;
+using rule::remake;
+
+MaybeArray no_derivative_or(const ArrayNode& n, const MaybeArray& v) {
+  return differentiable(n.dtype) ? v : std::nullopt;
+}
+
+// ---- reshape ----
+
+Shape reshape_shape(const ArrayNode& n, const std::vector<Array>& in) {
+  const Params& p = n.params;
+  const Shape& s = in[0].shape();
+  switch (p.reshape) {
+    case ReshapeKind::Explicit: try { return resolve_reshape(s, p.shape);
+      } catch (const Error&) {
+        rule::baked(n,
+                    "to " + to_string(p.shape) + " cannot take an input of shape " + to_string(s));
+      }
+    case ReshapeKind::Flatten: {
+      Shape out(s.begin(), s.begin() + p.axes[0]);
+      int64_t m = 1;
+      for (int i = p.axes[0]; i <= p.axes[1]; ++i) m *= s[i];
+      out.push_back(m);
+      out.insert(out.end(), s.begin() + p.axes[1] + 1, s.end());
+      return out;
+    }
+    case ReshapeKind::Squeeze: {
+      Shape out;
+      for (int i = 0; i < static_cast<int>(s.size()); ++i) {
+        bool drop = std::find(p.axes.begin(), p.axes.end(), i) != p.axes.end();
+        if (drop && s[i] != 1)
+          rule::baked(n, "of axis " + std::to_string(i) + " needs extent 1, the input has shape " +
+                             to_string(s));
+        if (!drop) out.push_back(s[i]);
+      }
+      return out;
+    }
+    case ReshapeKind::ExpandDims: {
+      Shape out;
+      size_t k = 0;
+      for (size_t i = 0; i < s.size() + p.axes.size(); ++i)
+        out.push_back(std::find(p.axes.begin(), p.axes.end(), static_cast<int>(i)) != p.axes.end()
+                          ? 1
+                          : s[k++]);
+      return out;
+    }
+  }
+  return n.shape;
+}
+
+std::vector<MaybeArray> reshape_vjp(const ArrayNode& n, const Array&, const Array& ct) {
+  return {no_derivative_or(n, reshape(ct, n.inputs[0].shape()))};
+}
+
+MaybeArray reshape_jvp(const ArrayNode& n, const Array&, const std::vector<MaybeArray>& t) {
+  if (!t[0]) return std::nullopt;
+  return no_derivative_or(n, reshape(*t[0], n.shape));
+}
+
+Batched reshape_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t size) {
+  Params p;
+  p.reshape = ReshapeKind::Explicit;
+  p.shape = prepend(size, n.shape);
+  return {remake(n, p.shape, {in[0].value}, p), true};
+}
+
+// ---- transpose ----
+
+Shape transpose_shape(const ArrayNode& n, const std::vector<Array>& in) {
+  Shape out;
+  for (int a : n.params.axes) out.push_back(in[0].shape()[a]);
+  return out;
+}
+
+std::vector<MaybeArray> transpose_vjp(const ArrayNode& n, const Array&, const Array& ct) {
+  std::vector<int> inverse(n.params.axes.size());
+  for (size_t i = 0; i < inverse.size(); ++i) inverse[n.params.axes[i]] = static_cast<int>(i);
+  return {no_derivative_or(n, transpose(ct, inverse))};
+}
+
+MaybeArray transpose_jvp(const ArrayNode& n, const Array&, const std::vector<MaybeArray>& t) {
+  if (!t[0]) return std::nullopt;
+  return no_derivative_or(n, transpose(*t[0], n.params.axes));
+}
+
+Batched transpose_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t size) {
+  Params p = n.params;
+  p.axes = {0};
+  for (int a : n.params.axes) p.axes.push_back(a + 1);
+  return {remake(n, prepend(size, n.shape), {in[0].value}, p), true};
+}
+
+// ---- broadcast_to ----
+
+Shape broadcast_shape(const ArrayNode& n, const std::vector<Array>& in) {
+  Shape b = broadcast_shapes(in[0].shape(), n.params.shape, "broadcast_to");
+  if (b != n.params.shape)
+    rule::baked(n, "to " + to_string(n.params.shape) + " got an input of shape " +
+                       to_string(in[0].shape()));
+  return b;
+}
+
+std::vector<MaybeArray> broadcast_vjp(const ArrayNode& n, const Array&, const Array& ct) {
+  return {no_derivative_or(n, rule::unbroadcast(ct, n.inputs[0].shape()))};
+}
+
+MaybeArray broadcast_jvp(const ArrayNode& n, const Array&, const std::vector<MaybeArray>& t) {
+  if (!t[0]) return std::nullopt;
+  return no_derivative_or(n, broadcast_to(*t[0], n.shape));
+}
+
+Batched broadcast_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t size) {
+  Params p = n.params;
+  p.shape = prepend(size, n.shape);
+  Array x = rule::align_mapped(in[0], static_cast<int>(n.shape.size()));
+  return {remake(n, p.shape, {x}, p), true};
+}
+
+// ---- slice ----
+
+Shape slice_shape(const ArrayNode& n, const std::vector<Array>& in) {
+  const Params& p = n.params;
+  Shape out;
+  for (size_t i = 0; i < in[0].shape().size(); ++i) {
+    int64_t d = in[0].shape()[i], st = p.step[i];
+    int64_t a =
+        st > 0 ? std::clamp<int64_t>(p.start[i], 0, d) : std::clamp<int64_t>(p.start[i], -1, d - 1);
+    int64_t b =
+        st > 0 ? std::clamp<int64_t>(p.stop[i], 0, d) : std::clamp<int64_t>(p.stop[i], -1, d - 1);
+    if (a != p.start[i] || b != p.stop[i])
+      rule::baked(n, "bounds were resolved for the traced shape and do not fit an input of shape " +
+                         to_string(in[0].shape()));
+    int64_t len = st > 0 ? (b - a + st - 1) / st : (a - b - st - 1) / (-st);
+    out.push_back(std::max<int64_t>(0, len));
+  }
+  return out;
+}
+
+// `a` sliced along `axis` only.
+Array slice_axis(const Array& a, int axis, int64_t start, int64_t stop, int64_t step) {
+  std::vector<int64_t> b(a.ndim(), 0), e(a.shape().begin(), a.shape().end()), s(a.ndim(), 1);
+  b[axis] = start, e[axis] = stop, s[axis] = step;
+  return slice(a, b, e, s);
+}
+
+Array zeros_along(const Array& like, int axis, int64_t extent) {
+  Shape s = like.shape();
+  s[axis] = extent;
+  return zeros(s, like.dtype());
+}
+
+// The cotangent `g` of a slice put back in place along `axis` of an extent-`d` input: reversed
+// for a negative step, spread by the step with zeros, then padded with zeros on both sides.
+Array unslice_axis(Array g, int axis, int64_t d, int64_t start, int64_t step) {
+  int64_t len = g.shape()[axis];
+  int64_t first = start, s = step;
+  if (step < 0) {
+    g = slice_axis(g, axis, len - 1, -len - 1, -1);
+    first = start + (len - 1) * step, s = -step;
+  }
+  if (s > 1) {
+    Array spread = concatenate(
+        {expand_dims(g, axis + 1), zeros_along(expand_dims(g, axis + 1), axis + 1, s - 1)},
+        axis + 1);
+    Shape flat = g.shape();
+    flat[axis] = len * s;
+    g = slice_axis(reshape(spread, flat), axis, 0, (len - 1) * s + 1, 1);
+  }
+  int64_t covered = (len - 1) * s + 1, after = d - first - covered;
+  std::vector<Array> parts;
+  if (first > 0) parts.push_back(zeros_along(g, axis, first));
+  parts.push_back(g);
+  if (after > 0) parts.push_back(zeros_along(g, axis, after));
+  return parts.size() == 1 ? g : concatenate(parts, axis);
+}
+
+std::vector<MaybeArray> slice_vjp(const ArrayNode& n, const Array&, const Array& ct) {
+  if (!differentiable(n.dtype)) return {std::nullopt};
+  const Shape& xs = n.inputs[0].shape();
+  if (shape_size(n.shape) == 0) return {zeros(xs, ct.dtype())};
+  Array g = ct;
+  for (int i = 0; i < static_cast<int>(xs.size()); ++i) {
+    const Params& p = n.params;
+    if (p.start[i] == 0 && p.step[i] == 1 && n.shape[i] == xs[i]) continue;
+    g = unslice_axis(g, i, xs[i], p.start[i], p.step[i]);
+  }
+  return {g};
+}
+
+MaybeArray slice_jvp(const ArrayNode& n, const Array&, const std::vector<MaybeArray>& t) {
+  if (!t[0] || !differentiable(n.dtype)) return std::nullopt;
+  return remake(n, n.shape, {*t[0]}, n.params);
+}
+
+Batched slice_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t size) {
+  Params p = n.params;
+  p.start.insert(p.start.begin(), 0);
+  p.stop.insert(p.stop.begin(), size);
+  p.step.insert(p.step.begin(), 1);
+  return {remake(n, prepend(size, n.shape), {in[0].value}, p), true};
+}
+
+// ---- concatenate ----
+
+Shape concatenate_shape(const ArrayNode& n, const std::vector<Array>& in) {
+  int axis = n.params.axes[0];
+  Shape out = in[0].shape();
+  out[axis] = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    for (size_t j = 0; j < out.size(); ++j)
+      if (static_cast<int>(j) != axis && in[i].shape()[j] != out[j])
+        throw_error("concatenate: shapes ", in[0].shape(), " and ", in[i].shape(),
+                    " differ on axis ", j);
+    out[axis] += in[i].shape()[axis];
+  }
+  return out;
+}
+
+std::vector<MaybeArray> concatenate_vjp(const ArrayNode& n, const Array&, const Array& ct) {
+  std::vector<MaybeArray> r(n.inputs.size());
+  if (!differentiable(n.dtype)) return r;
+  int axis = n.params.axes[0];
+  int64_t at = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    int64_t len = n.inputs[i].shape()[axis];
+    r[i] = slice_axis(ct, axis, at, at + len, 1);
+    at += len;
+  }
+  return r;
+}
+
+MaybeArray concatenate_jvp(const ArrayNode& n, const Array&, const std::vector<MaybeArray>& t) {
+  if (!differentiable(n.dtype)) return std::nullopt;
+  bool any = false;
+  std::vector<Array> parts;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    any = any || t[i];
+    parts.push_back(t[i] ? *t[i] : rule::zeros_for(n.inputs[i]));
+  }
+  if (!any) return std::nullopt;
+  return remake(n, n.shape, parts, n.params);
+}
+
+Batched concatenate_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t size) {
+  std::vector<Array> parts;
+  for (const Batched& b : in) parts.push_back(rule::materialize(b, size));
+  Params p = n.params;
+  p.axes = {n.params.axes[0] + 1};
+  return {remake(n, prepend(size, n.shape), parts, p), true};
+}
+
+}  // namespace
+
+const PrimitiveRules kReshapeRules{reshape_shape, false, reshape_vjp, reshape_jvp, reshape_vmap};
+const PrimitiveRules kTransposeRules{transpose_shape, false, transpose_vjp, transpose_jvp,
+                                     transpose_vmap};
+const PrimitiveRules kBroadcastRules{broadcast_shape, false, broadcast_vjp, broadcast_jvp,
+                                     broadcast_vmap};
+const PrimitiveRules kSliceRules{slice_shape, false, slice_vjp, slice_jvp, slice_vmap};
+const PrimitiveRules kConcatenateRules{concatenate_shape, false, concatenate_vjp, concatenate_jvp,
+                                       concatenate_vmap};
+
+}  // namespace kiln
