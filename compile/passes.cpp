@@ -145,6 +145,21 @@ class Simplifier {
       if (x.op == Op::Unary && x.params.unary == UnaryOp::Negative && same_type(x.inputs[0]))
         return x.inputs[0];
     }
+    // transpose(transpose(x, p), q) reads x through the composed permutation: one transpose,
+    // or none (reverse mode makes such pairs: the cotangent of x @ w.T through matmul and back).
+    if (n.op == Op::Transpose && n.inputs[0].node()->op == Op::Transpose) {
+      const ArrayNode& x = *n.inputs[0].node();
+      std::vector<int> perm;
+      bool identity = true;
+      for (size_t i = 0; i < n.params.axes.size(); ++i) {
+        perm.push_back(x.params.axes[n.params.axes[i]]);
+        identity = identity && perm.back() == static_cast<int>(i);
+      }
+      if (identity) return x.inputs[0];
+      Params p = n.params;
+      p.axes = perm;
+      return make_array(n.shape, n.dtype, n.op, p, {x.inputs[0]}, n.stream);
+    }
     if (n.op == Op::Cast) {
       const ArrayNode& x = *n.inputs[0].node();
       if (x.op == Op::Cast && x.inputs[0].dtype() == n.dtype && widens_exactly(n.dtype, x.dtype))
