@@ -5,6 +5,7 @@
 
 #include <initializer_list>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "graph/array.h"
@@ -127,6 +128,59 @@ Array logsumexp(const Array& a, bool keepdims = false, StreamOrDevice s = {});
 Array logsumexp(const Array& a, const std::vector<int>& axes, bool keepdims = false,
                 StreamOrDevice s = {});
 Array logsumexp(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+
+// ---- built from the primitives above (graph/ops_math.cpp, graph/ops_index.cpp): they run on
+// every backend, fuse, and differentiate and batch through the primitives' rules ----
+
+// log(1 + x) and exp(x) - 1, accurate near 0 (Goldberg's and Kahan's corrections).
+Array log1p(const Array& a, StreamOrDevice s = {});
+Array expm1(const Array& a, StreamOrDevice s = {});
+Array clip(const Array& a, const Array& low, const Array& high, StreamOrDevice s = {});
+Array clip(const Array& a, double low, double high, StreamOrDevice s = {});
+Array sign(const Array& a, StreamOrDevice s = {});   // -1, 0 or 1 (NaN stays NaN)
+Array round(const Array& a, StreamOrDevice s = {});  // to nearest, ties to even (as NumPy)
+// Variance and standard deviation over `axes` (all when empty), dividing by count - ddof.
+// Call it kiln::std where `using namespace kiln` makes a bare `std` ambiguous.
+Array var(const Array& a, const std::vector<int>& axes = {}, bool keepdims = false, int ddof = 0,
+          StreamOrDevice s = {});
+Array std(const Array& a, const std::vector<int>& axes = {}, bool keepdims = false, int ddof = 0,
+          StreamOrDevice s = {});
+// Index of the first minimum along `axis` (int64).
+Array argmin(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+// Inclusive running sum / product along `axis` (log2(n) shifted adds: O(n log n) work).
+Array cumsum(const Array& a, int axis, StreamOrDevice s = {});
+Array cumprod(const Array& a, int axis, StreamOrDevice s = {});
+
+// Indices: negative ones count from the end (as NumPy); out-of-range ones are clamped to the
+// nearest valid index, so no read is ever out of bounds. Gathers and scatters select with
+// masks (O(indices x extent) work); one_hot rows of out-of-range indices are all zero.
+Array one_hot(const Array& indices, int64_t depth, Dtype dtype = float32, StreamOrDevice s = {});
+// Elements of `a` at `indices` along `axis`: shape a[:axis] + indices + a[axis+1:].
+Array take(const Array& a, const Array& indices, int axis, StreamOrDevice s = {});
+// out[..., j, ...] = a[..., indices[..., j, ...], ...] along `axis` (indices of a's rank).
+Array take_along_axis(const Array& a, const Array& indices, int axis, StreamOrDevice s = {});
+// `a` with updates[j] added at indices[j] along `axis` (repeated indices accumulate);
+// `indices` is 1-D and `updates` has a's shape with extent len(indices) at `axis`.
+Array scatter_add(const Array& a, const Array& indices, const Array& updates, int axis,
+                  StreamOrDevice s = {});
+// Sorted along `axis` (ascending, stable, NaN last) and the permutation that sorts. O(n^2) work
+// per row: compare-and-count, which every backend runs as fused reductions.
+Array sort(const Array& a, int axis = -1, StreamOrDevice s = {});
+Array argsort(const Array& a, int axis = -1, StreamOrDevice s = {});
+// The k largest along the last axis, largest first, and their indices.
+std::pair<Array, Array> topk(const Array& a, int k, StreamOrDevice s = {});
+
+Array stack(const std::vector<Array>& arrays, int axis = 0, StreamOrDevice s = {});
+// `sections` equal parts along `axis`, or the parts between `indices`.
+std::vector<Array> split(const Array& a, int sections, int axis = 0, StreamOrDevice s = {});
+std::vector<Array> split(const Array& a, const std::vector<int64_t>& indices, int axis = 0,
+                         StreamOrDevice s = {});
+// `widths[i]` = (before, after) elements of `value` added along axis i.
+Array pad(const Array& a, const std::vector<std::pair<int64_t, int64_t>>& widths, double value = 0,
+          StreamOrDevice s = {});
+// Lower / upper triangle of the last two axes (k: diagonal offset, as NumPy); the rest zero.
+Array tril(const Array& a, int k = 0, StreamOrDevice s = {});
+Array triu(const Array& a, int k = 0, StreamOrDevice s = {});
 
 // ---- operators; a C++ scalar operand is "weak": it takes the array's dtype when the kinds
 // match (int with int, float with float), so x * 2.0 keeps float32 ----

@@ -120,6 +120,38 @@ std::vector<Case> cases() {
       {"matmul batched", [](V x) { return matmul(x[0], x[1]); }, {{2, 3, 4}, {4, 2}}},
       {"matmul vector", [](V x) { return matmul(x[0], x[1]); }, {{4}, {4, 3}}},
       {"matmul vector right", [](V x) { return matmul(x[0], x[1]); }, {s, {4}}},
+      {"log1p", [](V x) { return log1p(x[0]); }, {s}, -0.5, 2},
+      {"expm1", [](V x) { return expm1(x[0]); }, {s}},
+      {"clip", [](V x) { return clip(x[0], -1.0, 1.0) * x[0]; }, {s}},
+      {"sign, round", [](V x) { return sign(x[0]) * x[0] + round(x[0]); }, {s}},
+      {"var", [](V x) { return var(x[0], {1}, false, 1); }, {s}},
+      {"std", [](V x) { return kiln::std(x[0], {0}, true) * x[0]; }, {s}},
+      {"cumsum", [](V x) { return cumsum(x[0], 1); }, {s}},
+      {"cumprod", [](V x) { return cumprod(x[0], 0); }, {s}},
+      {"take",
+       [](V x) {
+         return take(x[0], array({3, 0, 3, -2}, {2, 2}), 1);
+       },
+       {s}},
+      {"take_along_axis",
+       [](V x) {
+         return take_along_axis(x[0], array({1, 0, 3}, {3, 1}), 1);
+       },
+       {s}},
+      {"scatter_add",
+       [](V x) {
+         return scatter_add(x[0], array({2, 0, 2}, {3}), x[1], 1);
+       },
+       {s, {3, 3}}},
+      {"sort", [](V x) { return sort(x[0], 1); }, {s}},
+      {"topk", [](V x) { return topk(x[0], 2).first; }, {s}},
+      {"stack/split", [](V x) { return stack(split(x[0], 2, 1), 0); }, {s}},
+      {"pad",
+       [](V x) {
+         return pad(x[0], {{1, 0}, {2, 1}}, 3.0) * x[1];
+       },
+       {s, {4, 7}}},
+      {"tril/triu", [](V x) { return tril(x[0], 1) - triu(x[0] * x[0]); }, {s}},
       {"gelu", [](V x) { return x[0] * 0.5 * (1.0 + erf(x[0] / std::sqrt(2.0))); }, {s}},
   };
 }

@@ -1,0 +1,142 @@
+// Element-wise functions, statistics and scans built from the primitives: they run on every
+// backend and fuse like any expression, and reverse mode, forward mode and vmap go through the
+// primitives they are made of.
+#include <cmath>
+#include <numeric>
+
+#include "graph/ops.h"
+
+namespace kiln {
+
+namespace {
+
+Array as_float(const Array& a, const StreamOrDevice& s) {
+  return a.dtype().is_float() ? a : astype(a, float_result_type(a.dtype()), s);
+}
+
+Array fill_like(const Array& a, double v, const StreamOrDevice& s) {
+  return full({}, v, a.dtype(), s);
+}
+
+// The shape of `a` with extent `n` at `axis`.
+Shape with_extent(const Shape& shape, int axis, int64_t n) {
+  Shape r = shape;
+  r[axis] = n;
+  return r;
+}
+
+Array slice_axis(const Array& a, int axis, int64_t start, int64_t stop, const StreamOrDevice& s) {
+  std::vector<int64_t> b(a.ndim(), 0), e(a.shape().begin(), a.shape().end());
+  b[axis] = start, e[axis] = stop;
+  return slice(a, b, e, s);
+}
+
+// Hillis and Steele's scan: after the step with shift d, each element combines the 2d elements
+// up to it. `identity` fills the shifted-in places.
+template <typename Combine>
+Array scan(const Array& a, int axis, double identity, Combine combine, const char* name,
+           const StreamOrDevice& s) {
+  int ax = normalize_axis(axis, a.ndim(), name);
+  Array y = a.dtype().size() == 1 ? astype(a, a.dtype() == uint8 ? uint32 : int32, s) : a;
+  int64_t n = y.shape()[ax];
+  for (int64_t d = 1; d < n; d *= 2) {
+    Array fill = full(with_extent(y.shape(), ax, d), identity, y.dtype(), s);
+    y = combine(y, concatenate({fill, slice_axis(y, ax, 0, n - d, s)}, ax, s));
+  }
+  return y;
+}
+
+}  // namespace
+
+Array log1p(const Array& a, StreamOrDevice s) {
+  Array x = as_float(a, s);
+  Array u = add(x, fill_like(x, 1, s), s);
+  Array d = subtract(u, fill_like(x, 1, s), s);
+  // log(u) * x / (u - 1) cancels the rounding of 1 + x (Goldberg); where u rounds to 1, x.
+  Array r = multiply(log(u, s), divide(x, d, s), s);
+  Array inf = fill_like(x, INFINITY, s);
+  return where(equal(d, fill_like(x, 0, s), s), x, where(equal(x, inf, s), x, r, s), s);
+}
+
+Array expm1(const Array& a, StreamOrDevice s) {
+  Array x = as_float(a, s);
+  Array u = exp(x, s);
+  Array one = fill_like(x, 1, s);
+  Array um1 = subtract(u, one, s);
+  // (u - 1) * x / log(u) (Kahan); where u rounds to 1, x; where u - 1 is -1, -1.
+  Array r = divide(multiply(um1, x, s), log(u, s), s);
+  Array inf = fill_like(x, INFINITY, s);
+  r = where(equal(um1, fill_like(x, -1, s), s), um1, r, s);
+  r = where(equal(u, inf, s), u, r, s);
+  return where(equal(u, one, s), x, r, s);
+}
+
+Array clip(const Array& a, const Array& low, const Array& high, StreamOrDevice s) {
+  return minimum(maximum(a, low, s), high, s);
+}
+
+Array clip(const Array& a, double low, double high, StreamOrDevice s) {
+  if (low > high) throw_error("clip: low (", low, ") is above high (", high, ")");
+  return clip(a, weak_scalar(scalar_of(low), a), weak_scalar(scalar_of(high), a), s);
+}
+
+Array sign(const Array& a, StreamOrDevice s) {
+  if (a.dtype().is_bool())
+    throw_error("sign: not defined for bool; cast with astype(x, int32) first");
+  Array pos = astype(greater(a, weak_scalar(0.0, false, a), s), a.dtype(), s);
+  if (a.dtype().is_unsigned()) return pos;
+  Array r = subtract(pos, astype(less(a, weak_scalar(0.0, false, a), s), a.dtype(), s), s);
+  return a.dtype().is_float() ? where(not_equal(a, a, s), a, r, s) : r;
+}
+
+Array round(const Array& a, StreamOrDevice s) {
+  if (!a.dtype().is_float()) return a;
+  // From the floor and the exact fraction a - floor(a): up above one half, down below, to the
+  // even neighbour at one half.
+  Array f = floor(a, s);
+  Array frac = subtract(a, f, s);
+  Array half = fill_like(a, 0.5, s), one = fill_like(a, 1, s);
+  Array even = equal(f, multiply(floor(multiply(f, half, s), s), fill_like(a, 2, s), s), s);
+  Array tie = where(even, f, add(f, one, s), s);
+  return where(greater(frac, half, s), add(f, one, s), where(less(frac, half, s), f, tie, s), s);
+}
+
+Array var(const Array& a, const std::vector<int>& axes_in, bool keepdims, int ddof,
+          StreamOrDevice s) {
+  std::vector<int> axes(a.ndim());
+  std::iota(axes.begin(), axes.end(), 0);
+  if (!axes_in.empty()) axes = normalize_axes(axes_in, a.ndim(), "var");
+  if (ddof < 0) throw_error("var: ddof must be >= 0, got ", ddof);
+  Array x = as_float(a, s);
+  Array d = subtract(x, mean(x, axes, true, s), s);
+  Array v = mean(multiply(d, d, s), axes, keepdims, s);
+  if (ddof == 0) return v;
+  double n = 1;
+  for (int ax : axes) n *= static_cast<double>(a.shape()[ax]);
+  double scale = n - ddof > 0 ? n / (n - ddof) : INFINITY;  // NumPy: inf or nan, no error
+  return multiply(v, fill_like(v, scale, s), s);
+}
+
+Array std(const Array& a, const std::vector<int>& axes, bool keepdims, int ddof, StreamOrDevice s) {
+  return sqrt(var(a, axes, keepdims, ddof, s), s);
+}
+
+Array argmin(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
+  int ax = normalize_axis(axis, a.ndim(), "argmin");
+  // The first place holding the minimum: exact for every dtype (negating would overflow the
+  // smallest signed integer and wrap unsigned ones).
+  Array hit = astype(equal(a, min(a, {ax}, true, s), s), int32, s);
+  return argmax(hit, ax, keepdims, s);
+}
+
+Array cumsum(const Array& a, int axis, StreamOrDevice s) {
+  return scan(
+      a, axis, 0, [&](const Array& x, const Array& y) { return add(x, y, s); }, "cumsum", s);
+}
+
+Array cumprod(const Array& a, int axis, StreamOrDevice s) {
+  return scan(
+      a, axis, 1, [&](const Array& x, const Array& y) { return multiply(x, y, s); }, "cumprod", s);
+}
+
+}  // namespace kiln
