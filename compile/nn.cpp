@@ -40,14 +40,14 @@ void add_linear(Parameters& p, const std::string& prefix, int64_t in, int64_t ou
     throw_error("nn::Linear: sizes must be positive, got in = ", in, ", out = ", out);
   double bound = 1.0 / std::sqrt(static_cast<double>(in));
   std::vector<random::Key> keys = random::split(key, 2);
-  p.add(prefix + "weight", random::uniform(-bound, bound, {out, in}, dtype, keys[0]));
+  p.add(prefix + "weight", random::uniform(-bound, bound, {in, out}, dtype, keys[0]));
   if (bias) p.add(prefix + "bias", random::uniform(-bound, bound, {out}, dtype, keys[1]));
 }
 
 }  // namespace
 
 Array linear(const Array& x, const Array& weight, const std::optional<Array>& bias) {
-  Array y = matmul(x, transpose(weight));
+  Array y = matmul(x, weight);
   return bias ? y + *bias : y;
 }
 

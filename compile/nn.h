@@ -44,7 +44,9 @@ class Module {
   Parameters params_;
 };
 
-// y = x W^T + b, W of shape (out, in) and b (out), both drawn from U(-1/sqrt(in), 1/sqrt(in)).
+// y = x W + b, W of shape (in, out) and b (out), both drawn from U(-1/sqrt(in), 1/sqrt(in)).
+// W is stored (in, out), as Flax does (MLX and PyTorch store (out, in)): matmul reads its
+// operands as stored, so this layout needs no transposed copy of W in the forward pass.
 class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias = true, std::optional<random::Key> key = {},
@@ -65,7 +67,7 @@ class MLP : public Module {
   std::function<Array(const Array&)> activation_;
 };
 
-// x W^T + b, the function Linear applies.
+// x W + b, the function Linear applies (W of shape (in, out)).
 Array linear(const Array& x, const Array& weight, const std::optional<Array>& bias = {});
 
 Array relu(const Array& x);

@@ -1,5 +1,7 @@
 #include "compile/passes.h"
 
+#include <numeric>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -46,6 +48,45 @@ std::string cse_key(const ArrayNode& n) {
     for (int64_t x : *v) os << x << ',';
   }
   return os.str();
+}
+
+// Whether `x` is a transpose of its input's last two axes only.
+bool swaps_last_two(const ArrayNode& x) {
+  if (x.op != Op::Transpose) return false;
+  const std::vector<int>& p = x.params.axes;
+  int r = static_cast<int>(p.size());
+  for (int i = 0; i < r - 2; ++i)
+    if (p[i] != i) return false;
+  return r >= 2 && p[r - 2] == r - 1 && p[r - 1] == r - 2;
+}
+
+// x with its last two axes swapped: the input of a transpose that swapped them, else a new one.
+Array swap_last_two(const Array& x) {
+  if (swaps_last_two(*x.node())) return x.node()->inputs[0];
+  Params p;
+  p.axes.resize(x.ndim());
+  std::iota(p.axes.begin(), p.axes.end(), 0);
+  std::swap(p.axes[x.ndim() - 1], p.axes[x.ndim() - 2]);
+  Shape s = x.shape();
+  std::swap(s[s.size() - 1], s[s.size() - 2]);
+  return make_array(s, x.dtype(), Op::Transpose, p, {x}, x.node()->stream);
+}
+
+// a @ b as (b^T @ a^T)^T when that stores fewer transposed bytes. Matmul takes its operands
+// as stored, so a transposed operand is a copy; reverse mode makes many (the cotangent of
+// x @ w needs w^T), and copying the small operands and the result is often cheaper than
+// copying a large weight.
+std::optional<Array> cheaper_transposed(const Array& m) {
+  const ArrayNode& n = *m.node();
+  const Array &a = n.inputs[0], &b = n.inputs[1];
+  bool ta = swaps_last_two(*a.node()), tb = swaps_last_two(*b.node());
+  size_t now = (ta ? a.nbytes() : 0) + (tb ? b.nbytes() : 0);
+  size_t then = (ta ? 0 : a.nbytes()) + (tb ? 0 : b.nbytes()) + m.nbytes();
+  if (then >= now) return std::nullopt;
+  Array bt = swap_last_two(b), at = swap_last_two(a);
+  Shape s = n.shape;
+  std::swap(s[s.size() - 1], s[s.size() - 2]);
+  return swap_last_two(make_array(s, n.dtype, Op::Matmul, n.params, {bt, at}, n.stream));
 }
 
 class Simplifier {
@@ -160,6 +201,8 @@ class Simplifier {
       p.axes = perm;
       return make_array(n.shape, n.dtype, n.op, p, {x.inputs[0]}, n.stream);
     }
+    if (n.op == Op::Matmul && !shapeless_)
+      if (auto r = cheaper_transposed(a)) return r;
     if (n.op == Op::Cast) {
       const ArrayNode& x = *n.inputs[0].node();
       if (x.op == Op::Cast && x.inputs[0].dtype() == n.dtype && widens_exactly(n.dtype, x.dtype))
