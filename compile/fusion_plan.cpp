@@ -5,6 +5,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "compile/rules.h"
 #include "graph/element.h"
 #include "graph/scalar.h"
 
@@ -12,10 +13,7 @@ namespace kiln {
 
 namespace {
 
-bool is_view_or_elementwise(Op op) {
-  return is_elementwise(op) || op == Op::Broadcast || op == Op::Transpose || op == Op::Slice ||
-         op == Op::Reshape || op == Op::Full || op == Op::Arange || op == Op::Random;
-}
+bool is_view_or_elementwise(Op op) { return rules(op).fuses_inline; }
 
 bool affine_reshape(const ArrayNode& n) {
   View probe = View::identity(static_cast<int>(n.shape.size())), out;
@@ -421,24 +419,7 @@ class Planner {
 }  // namespace
 
 std::optional<View> input_view(const ArrayNode& n, size_t i, const View& v) {
-  switch (n.op) {
-    case Op::Transpose: return v.transpose_input(n.params.axes);
-    case Op::Slice: return v.slice_input(n.params.start, n.params.step);
-    case Op::Reshape: {
-      View cv;
-      if (v.reshape_input(n.inputs[0].shape(), n.shape, cv)) return cv;
-      return std::nullopt;
-    }
-    case Op::Binary:
-      if (n.params.binary == BinaryOp::Power && i == 1 && is_two(*n.inputs[1].node()))
-        return std::nullopt;
-      return v.broadcast_input(n.inputs[i].shape(), n.shape);
-    case Op::Unary:
-    case Op::Select:
-    case Op::Cast:
-    case Op::Broadcast: return v.broadcast_input(n.inputs[i].shape(), n.shape);
-    default: return std::nullopt;
-  }
+  return rules(n.op).input_view(n, i, v);
 }
 
 std::optional<Scalar> host_scalar(const ArrayNode& n) {

@@ -1,13 +1,14 @@
 // What Kiln knows about each primitive beyond its record in the graph, one table entry per Op:
-// its shape rule (shapeless replay), whether it replays for any rank, and its derivative and
-// batching rules (the transforms). Each family fills its entries in one file under
-// compile/rules/, so a new primitive is one rules file plus its tests (and, for a new scalar
-// function, its line in backends/scalar_ops.h and each backend's renderer).
+// its shape rule (shapeless replay), whether it replays for any rank, how fusion reads it inside
+// a kernel, and its derivative and batching rules (the transforms). Each family fills its entries
+// in one file under compile/rules/, so a new primitive is one rules file plus its tests (and, for a
+// new scalar function, its line in backends/scalar_ops.h and each backend's renderer).
 #pragma once
 
 #include <optional>
 #include <vector>
 
+#include "compile/view.h"
 #include "graph/array_node.h"
 
 namespace kiln {
@@ -27,6 +28,12 @@ struct PrimitiveRules {
   // The shape follows from the inputs' by broadcasting alone, so a shapeless trace serves
   // inputs of any rank.
   bool any_rank;
+  // Fusion: whether a kernel computes the node inline from views of its inputs (element-wise
+  // ops, views, fills, draws); the others are stored by kernels or library calls of their own.
+  bool fuses_inline;
+  // The view at which a kernel computing the node at view `v` reads input `i`; nullopt when it
+  // does not read that input through a view (see compile/fusion_plan.h).
+  std::optional<View> (*input_view)(const ArrayNode& n, size_t i, const View& v);
   // Reverse mode: the cotangent of each input, given the node `n` (output `out`) and the
   // output's cotangent `ct`; nullopt for an input with no derivative.
   std::vector<MaybeArray> (*vjp)(const ArrayNode& n, const Array& out, const Array& ct);
@@ -62,6 +69,9 @@ Shape prepend(int64_t size, const Shape& s);
 bool differentiable(Dtype d);  // floating-point: cotangents and tangents flow through it
 // Raises the error of a shapeless trace whose node `n` fixed a shape the new inputs break.
 [[noreturn]] void baked(const ArrayNode& n, const std::string& what);
+// The input view of element-wise ops and broadcast_to: `v` broadcast back to input i's shape.
+std::optional<View> broadcast_view(const ArrayNode& n, size_t i, const View& v);
+std::optional<View> no_view(const ArrayNode& n, size_t i, const View& v);
 // Zeros standing for "no derivative" where a value is required.
 Array zeros_for(const Array& like);
 }  // namespace rule

@@ -74,6 +74,12 @@ void baked(const ArrayNode& n, const std::string& what) {
               "without shapeless)");
 }
 
+std::optional<View> broadcast_view(const ArrayNode& n, size_t i, const View& v) {
+  return v.broadcast_input(n.inputs[i].shape(), n.shape);
+}
+
+std::optional<View> no_view(const ArrayNode&, size_t, const View&) { return std::nullopt; }
+
 bool differentiable(Dtype d) { return d.is_float(); }
 
 Array zeros_for(const Array& like) { return zeros(like.shape(), like.dtype()); }

@@ -5,6 +5,7 @@
 // inputs; floor, ceil and comparisons have derivative zero.
 #include <cmath>
 
+#include "compile/fusion_plan.h"
 #include "compile/rules.h"
 #include "graph/ops.h"
 
@@ -94,6 +95,13 @@ Batched elementwise_vmap(const ArrayNode& n, const std::vector<Batched>& in, int
 
 // ---- binary ----
 
+// pow(x, 2) is emitted as x * x (the one value specialised into code): no view of the 2.
+std::optional<View> binary_view(const ArrayNode& n, size_t i, const View& v) {
+  if (n.params.binary == BinaryOp::Power && i == 1 && is_two(*n.inputs[1].node()))
+    return std::nullopt;
+  return rule::broadcast_view(n, i, v);
+}
+
 Shape binary_shape(const ArrayNode& n, const std::vector<Array>& in) {
   return broadcast_shapes(in[0].shape(), in[1].shape(), op_name(n.params.binary));
 }
@@ -155,9 +163,14 @@ MaybeArray cast_jvp(const ArrayNode& n, const Array&, const std::vector<MaybeArr
 
 }  // namespace
 
-const PrimitiveRules kUnaryRules{same_shape, true, unary_vjp, unary_jvp, elementwise_vmap};
-const PrimitiveRules kBinaryRules{binary_shape, true, binary_vjp, binary_jvp, elementwise_vmap};
-const PrimitiveRules kSelectRules{select_shape, true, select_vjp, select_jvp, elementwise_vmap};
-const PrimitiveRules kCastRules{same_shape, true, cast_vjp, cast_jvp, elementwise_vmap};
+using rule::broadcast_view;
+const PrimitiveRules kUnaryRules{same_shape,      true, true, broadcast_view, unary_vjp, unary_jvp,
+                                 elementwise_vmap};
+const PrimitiveRules kBinaryRules{binary_shape,    true, true, binary_view, binary_vjp, binary_jvp,
+                                  elementwise_vmap};
+const PrimitiveRules kSelectRules{
+    select_shape, true, true, broadcast_view, select_vjp, select_jvp, elementwise_vmap};
+const PrimitiveRules kCastRules{same_shape,      true, true, broadcast_view, cast_vjp, cast_jvp,
+                                elementwise_vmap};
 
 }  // namespace kiln

@@ -104,7 +104,10 @@ Batched count_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t) 
 
 }  // namespace
 
-const PrimitiveRules kReduceRules{reduce_shape, false, reduce_vjp, reduce_jvp, reduce_vmap};
-const PrimitiveRules kCountRules{count_shape, false, no_vjp, no_jvp, count_vmap};
+const PrimitiveRules kReduceRules{reduce_shape, false,      false,      rule::no_view,
+                                  reduce_vjp,   reduce_jvp, reduce_vmap};
+// A count is inlined from its input's shape, not read through a view.
+const PrimitiveRules kCountRules{count_shape, false,  false,     rule::no_view,
+                                 no_vjp,      no_jvp, count_vmap};
 
 }  // namespace kiln

@@ -22,6 +22,8 @@ Batched no_vmap(const ArrayNode& n, const std::vector<Batched>&, int64_t) {
 
 }  // namespace
 
-const PrimitiveRules kSourceRules{own_shape, true, no_vjp, no_jvp, no_vmap};
+// Fills, aranges and draws are computed inline from launch values and the index (constants and
+// placeholders are leaves: fusion never asks).
+const PrimitiveRules kSourceRules{own_shape, true, true, rule::no_view, no_vjp, no_jvp, no_vmap};
 
 }  // namespace kiln

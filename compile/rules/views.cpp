@@ -61,6 +61,14 @@ Shape reshape_shape(const ArrayNode& n, const std::vector<Array>& in) {
   return n.shape;
 }
 
+// A reshape that composes with `v` (unit-axis changes, splits and merges the view allows) reads
+// its input through a view; others read a stored input by its row-major index.
+std::optional<View> reshape_view(const ArrayNode& n, size_t, const View& v) {
+  View cv;
+  if (v.reshape_input(n.inputs[0].shape(), n.shape, cv)) return cv;
+  return std::nullopt;
+}
+
 std::vector<MaybeArray> reshape_vjp(const ArrayNode& n, const Array&, const Array& ct) {
   return {no_derivative_or(n, reshape(ct, n.inputs[0].shape()))};
 }
@@ -83,6 +91,10 @@ Shape transpose_shape(const ArrayNode& n, const std::vector<Array>& in) {
   Shape out;
   for (int a : n.params.axes) out.push_back(in[0].shape()[a]);
   return out;
+}
+
+std::optional<View> transpose_view(const ArrayNode& n, size_t, const View& v) {
+  return v.transpose_input(n.params.axes);
 }
 
 std::vector<MaybeArray> transpose_vjp(const ArrayNode& n, const Array&, const Array& ct) {
@@ -187,6 +199,10 @@ Array unslice_axis(Array g, int axis, int64_t d, int64_t start, int64_t step) {
   return parts.size() == 1 ? g : concatenate(parts, axis);
 }
 
+std::optional<View> slice_view(const ArrayNode& n, size_t, const View& v) {
+  return v.slice_input(n.params.start, n.params.step);
+}
+
 std::vector<MaybeArray> slice_vjp(const ArrayNode& n, const Array&, const Array& ct) {
   if (!differentiable(n.dtype)) return {std::nullopt};
   const Shape& xs = n.inputs[0].shape();
@@ -264,13 +280,18 @@ Batched concatenate_vmap(const ArrayNode& n, const std::vector<Batched>& in, int
 
 }  // namespace
 
-const PrimitiveRules kReshapeRules{reshape_shape, false, reshape_vjp, reshape_jvp, reshape_vmap};
-const PrimitiveRules kTransposeRules{transpose_shape, false, transpose_vjp, transpose_jvp,
-                                     transpose_vmap};
-const PrimitiveRules kBroadcastRules{broadcast_shape, false, broadcast_vjp, broadcast_jvp,
+const PrimitiveRules kReshapeRules{reshape_shape, false,       true,        reshape_view,
+                                   reshape_vjp,   reshape_jvp, reshape_vmap};
+const PrimitiveRules kTransposeRules{transpose_shape, false,         true,          transpose_view,
+                                     transpose_vjp,   transpose_jvp, transpose_vmap};
+const PrimitiveRules kBroadcastRules{broadcast_shape,      false,         true,
+                                     rule::broadcast_view, broadcast_vjp, broadcast_jvp,
                                      broadcast_vmap};
-const PrimitiveRules kSliceRules{slice_shape, false, slice_vjp, slice_jvp, slice_vmap};
-const PrimitiveRules kConcatenateRules{concatenate_shape, false, concatenate_vjp, concatenate_jvp,
+const PrimitiveRules kSliceRules{slice_shape, false,     true,      slice_view,
+                                 slice_vjp,   slice_jvp, slice_vmap};
+// A concatenation is a kernel per input piece (fusion_plan.cpp), not a view.
+const PrimitiveRules kConcatenateRules{concatenate_shape, false,           false,
+                                       rule::no_view,     concatenate_vjp, concatenate_jvp,
                                        concatenate_vmap};
 
 }  // namespace kiln
