@@ -71,18 +71,29 @@ class Emitter {
     std::ostringstream os;
     os << "#version 450\n";
     if (f_.int64) os << "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+    if (f_.by_address)
+      os << "#extension GL_EXT_buffer_reference : require\n"
+         << "#extension GL_EXT_buffer_reference_uvec2 : require\n";
     os << "layout(local_size_x = " << kLocalSize << ") in;\n";
     // 32-bit addressing: the host checks at launch that every extent product and buffer fits
     // (storage buffers are at most maxStorageBufferRange bytes); 64-bit index arithmetic costs
     // ~4x on lavapipe and more on GPUs.
     os << "#define IDX int\n";
-    for (size_t b = 0; b < k_.buffers.size(); ++b)
-      os << "layout(std430, set = 0, binding = " << b << ") buffer B" << b << " { "
-         << (vec_.count(static_cast<int>(b)) ? vec_type(k_.buffers[b].dtype)
-                                             : storage_type(k_.buffers[b].dtype))
-         << " d[]; } b" << b << ";\n";
-    os << "layout(std430, set = 0, binding = " << k_.buffers.size()
+    int nbuf = static_cast<int>(k_.buffers.size());
+    os << "layout(std430, set = 0, binding = " << (f_.by_address ? 0 : nbuf)
        << ") readonly buffer Params { uvec2 w[]; } prm;\n";
+    if (f_.by_address) sh.address_slot = nparams_ + static_cast<int>(float_slots_.size());
+    for (int b = 0; b < nbuf; ++b) {
+      std::string elem =
+          vec_.count(b) ? vec_type(k_.buffers[b].dtype) : storage_type(k_.buffers[b].dtype);
+      if (f_.by_address)  // bN names the reference, so the body reads bN.d[i] either way
+        os << "layout(buffer_reference, std430, buffer_reference_align = 16) buffer R" << b << " { "
+           << elem << " d[]; };\n#define b" << b << " R" << b << "(prm.w[" << sh.address_slot + b
+           << "])\n";
+      else
+        os << "layout(std430, set = 0, binding = " << b << ") buffer B" << b << " { " << elem
+           << " d[]; } b" << b << ";\n";
+    }
     os << glsl_prelude(f_.float64, f_.int64);
     os << "IDX k_param(int p) { return int(prm.w[p].x); }\n";
     os << "IDX k_group() { return (IDX(gl_WorkGroupID.z) * IDX(gl_NumWorkGroups.y) + "

@@ -120,6 +120,7 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
   info.driver = std::string(driver.driverName) + " " + driver.driverInfo;
   info.float64 = feats.features.shaderFloat64;
   info.int64 = feats.features.shaderInt64;
+  info.device_address = f12.bufferDeviceAddress;
   for (int i = 0; i < 3; ++i) info.max_groups[i] = lim.maxComputeWorkGroupCount[i];
   info.max_storage_range = lim.maxStorageBufferRange;
   info.driver_version = props.properties.driverVersion;
@@ -138,7 +139,8 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
        << (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT ? " device-local" : "");
   os << "; subgroup " << subgroup.subgroupSize << "; shaderFloat64 "
      << (info.float64 ? "yes" : "no") << ", shaderInt64 " << (info.int64 ? "yes" : "no")
-     << "; maxStorageBufferRange " << mib(info.max_storage_range);
+     << "; maxStorageBufferRange " << mib(info.max_storage_range) << "; bufferDeviceAddress "
+     << (info.device_address ? "yes" : "no");
   info.description = os.str();
 
   uint32_t nq = 0;
@@ -224,6 +226,7 @@ Context::Context(int index) : index_(index), info_(physical_devices().at(index))
   qi.pQueuePriorities = &priority;
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   f12.timelineSemaphore = VK_TRUE;
+  f12.bufferDeviceAddress = info_.device_address;
   VkPhysicalDeviceFeatures2 feats{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   feats.pNext = &f12;
   feats.features.shaderFloat64 = info_.float64;

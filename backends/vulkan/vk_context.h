@@ -25,6 +25,9 @@ struct PhysicalInfo {
   bool usable = false;
   std::string reason;
   bool float64 = false, int64 = false;
+  // bufferDeviceAddress (Vulkan 1.2): kernels reach buffers beyond max_storage_range through
+  // 64-bit addresses instead of descriptors.
+  bool device_address = false;
   bool cpu = false;  // VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe, SwiftShader)
   uint32_t queue_family = 0;
   uint32_t max_groups[3] = {65535, 65535, 65535};

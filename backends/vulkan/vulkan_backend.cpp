@@ -34,6 +34,7 @@ struct Allocation {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   void* mapped = nullptr;
   size_t bytes = 0;
+  VkDeviceAddress address = 0;  // buffers on a device with bufferDeviceAddress
 
   enum class Kind { Host, Buffer };
   Allocation(std::shared_ptr<Context> c, size_t n, Kind kind = Kind::Host)
@@ -47,6 +48,9 @@ struct Allocation {
     bi.size = (std::max<size_t>(n, 16) + 15) / 16 * 16;
     bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    // Any buffer may be bound beyond maxStorageBufferRange, hence reached by address.
+    bool addressed = kind == Kind::Buffer && ctx->info().device_address;
+    if (addressed) bi.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
     bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     check(vkCreateBuffer(dev, &bi, nullptr, &buffer), "vkCreateBuffer");
     VkMemoryRequirements req;
@@ -58,6 +62,9 @@ struct Allocation {
     VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = type;
+    VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+    flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+    if (addressed) ai.pNext = &flags;
     VkResult r = vkAllocateMemory(dev, &ai, nullptr, &memory);
     if (r != VK_SUCCESS) {
       vkDestroyBuffer(dev, buffer, nullptr);
@@ -66,6 +73,11 @@ struct Allocation {
     }
     check(vkBindBufferMemory(dev, buffer, memory, 0), "vkBindBufferMemory");
     if (map) check(vkMapMemory(dev, memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory");
+    if (addressed) {
+      VkBufferDeviceAddressInfo info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+      info.buffer = buffer;
+      address = vkGetBufferDeviceAddress(dev, &info);
+    }
   }
   ~Allocation() {
     vkDestroyBuffer(ctx->device(), buffer, nullptr);
@@ -103,6 +115,7 @@ class VulkanBuffer : public Buffer {
     alloc_.ctx->transfer(staging.buffer, 0, alloc_.buffer, offset, n);
   }
   VkBuffer handle() const { return alloc_.buffer; }
+  VkDeviceAddress address() const { return alloc_.address; }
   const Context* context() const { return alloc_.ctx.get(); }
 
  private:
@@ -178,6 +191,9 @@ struct Stage {
   std::unique_ptr<Pipeline> pipe;
 };
 
+Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const std::string& name,
+                  bool by_address = false);
+
 // A compiled kernel: one stage, or part/tail/combine stages of a split full reduction that
 // share a scratch buffer bound after the kernel's buffers.
 struct VulkanKernel : CompiledKernel {
@@ -185,13 +201,29 @@ struct VulkanKernel : CompiledKernel {
   LaunchCheck launch_check;
   std::vector<Stage> stages;
   size_t scratch_bytes = 0;
+  // The same stages reaching their buffers by address (ShaderFeatures::by_address), built on
+  // the first launch with a buffer beyond maxStorageBufferRange.
+  mutable std::mutex wide_mu;
+  mutable std::vector<Stage> wide_stages;
+
+  const std::vector<Stage>& wide(const std::shared_ptr<Context>& ctx) const {
+    std::lock_guard<std::mutex> lock(wide_mu);
+    if (wide_stages.empty()) {
+      std::vector<Stage> built;
+      for (const Stage& st : stages) built.push_back(build_stage(ctx, st.ir, ir.name, true));
+      wide_stages = std::move(built);
+      ctx->persist_pipeline_cache();
+    }
+    return wide_stages;
+  }
 };
 
-Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const std::string& name) {
+Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const std::string& name,
+                  bool by_address) {
   Stage st;
   st.ir = k;
   k.validate();  // a rewrite bug surfaces as kiln::Error, never as stray memory accesses
-  vulkan::ShaderFeatures f{ctx->info().float64, ctx->info().int64, ctx->label()};
+  vulkan::ShaderFeatures f{ctx->info().float64, ctx->info().int64, ctx->label(), by_address};
   st.shader = vulkan::generate_glsl(k, f);
   // Fault injection for tests: a kernel whose name or GLSL contains KILN_VULKAN_FAULT_KERNEL
   // gets GLSL that glslang rejects, to check that a failed build fails only the work needing it.
@@ -204,7 +236,8 @@ Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const st
     std::fprintf(stderr, "// kiln vulkan kernel %s\n%s\n", k.name.c_str(),
                  st.shader.glsl.substr(st.shader.glsl.find("void main")).c_str());
   std::vector<uint32_t> spirv = vulkan::cached_spirv(k.hash(), st.shader.glsl, k.name);
-  st.pipe = std::make_unique<Pipeline>(ctx, spirv, static_cast<uint32_t>(k.buffers.size()) + 1, 0);
+  uint32_t bindings = by_address ? 1 : static_cast<uint32_t>(k.buffers.size()) + 1;
+  st.pipe = std::make_unique<Pipeline>(ctx, spirv, bindings, 0);
   return st;
 }
 
@@ -306,27 +339,42 @@ class VulkanQueue : public Queue {
     auto& k = static_cast<const VulkanKernel&>(ck);
     k.launch_check(k.ir, args);
     std::vector<VkBuffer> handles;
-    for (Buffer* b : args.buffers) handles.push_back(own(b, k.ir.name)->handle());
-    size_t n = k.stages.size();
+    std::vector<VkDeviceAddress> addresses;
+    bool wide = false;
+    for (Buffer* b : args.buffers) {
+      VulkanBuffer* vb = own(b, k.ir.name);
+      handles.push_back(vb->handle());
+      addresses.push_back(vb->address());
+      wide = wide || beyond_binding_range(*vb, k.ir.name);
+    }
+    const std::vector<Stage>& stages = wide ? k.wide(ctx_) : k.stages;
+    size_t n = stages.size();
     std::vector<std::array<uint32_t, 3>> groups(n);
     for (size_t i = 0; i < n; ++i)
-      if (!grid(k.stages[i].ir, k.stages[i].shader, args.params, groups[i].data()))
+      if (!grid(stages[i].ir, stages[i].shader, args.params, groups[i].data()))
         return nullptr;  // an empty domain: nothing to run
     auto res = std::make_shared<LaunchResources>(lane_);
     if (k.scratch_bytes) {
       res->scratch = std::make_unique<Allocation>(ctx_, k.scratch_bytes, Allocation::Kind::Buffer);
       handles.push_back(res->scratch->buffer);
+      addresses.push_back(res->scratch->address);
     }
-    for (const Stage& st : k.stages) {
-      std::vector<VkBuffer> bound(handles.begin(),
-                                  handles.begin() + static_cast<long>(st.ir.buffers.size()));
-      write_params(launch_words(st.shader, args.params), *res);
+    for (const Stage& st : stages) {
+      size_t nb = st.ir.buffers.size();
+      std::vector<int64_t> words = launch_words(st.shader, args.params);
+      std::vector<VkBuffer> bound(handles.begin(), handles.begin() + static_cast<long>(nb));
+      if (wide) {  // the addresses follow the params; only the params buffer is bound
+        words.resize(static_cast<size_t>(st.shader.address_slot));
+        for (size_t b = 0; b < nb; ++b) words.push_back(static_cast<int64_t>(addresses[b]));
+        bound.clear();
+      }
+      write_params(words, *res);
       bind(*st.pipe, bound, *res);
     }
     return submit(res, [&](VkCommandBuffer cb) {
       for (size_t i = 0; i < n; ++i) {
         if (i) full_barrier(cb);  // the combine reads what the parts wrote
-        const Pipeline& p = *k.stages[i].pipe;
+        const Pipeline& p = *stages[i].pipe;
         vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
         vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &res->sets[i],
                                 0, nullptr);
@@ -368,6 +416,12 @@ class VulkanQueue : public Queue {
       throw_error("vulkan: matmul got ", a.a_offsets.size(), "/", a.b_offsets.size(), "/", nb,
                   " batch offsets for A/B/C (they must agree)");
     VulkanBuffer* bufs[3] = {own(a.a, "matmul"), own(a.b, "matmul"), own(a.c, "matmul")};
+    for (VulkanBuffer* b : bufs)
+      if (b->bytes() > ctx_->info().max_storage_range)
+        throw_error("vulkan: matmul on ", ctx_->label(), " got an operand of ", b->bytes(),
+                    " bytes, beyond the device's maxStorageBufferRange of ",
+                    ctx_->info().max_storage_range,
+                    " bytes (the matmul shader binds its operands; split the product)");
     check_matmul_bounds(a, bufs);
     if (nb == 0 || a.m == 0 || a.n == 0) return nullptr;
     std::vector<int64_t> words = {a.m, a.n, a.k, static_cast<int64_t>(nb)};
@@ -451,15 +505,23 @@ class VulkanQueue : public Queue {
       throw_error("vulkan: kernel ", kernel, " on ", ctx_->label(), " got a buffer of ",
                   b ? b->device().str() : std::string("nothing"),
                   " (plans copy inputs to the kernel's device)");
-    if (vb->bytes() > ctx_->info().max_storage_range)
-      throw_error("vulkan: ", kernel, " on ", ctx_->label(), " binds a buffer of ", vb->bytes(),
-                  " bytes, beyond the device's maxStorageBufferRange of ",
-                  ctx_->info().max_storage_range,
-                  " bytes (tensors that large are not supported on this device yet)");
     if (vb->bytes() > static_cast<size_t>(INT32_MAX))
       throw_error("vulkan: ", kernel, " binds a buffer of ", vb->bytes(),
                   " bytes, beyond the backend's 32-bit addressing");
     return vb;
+  }
+
+  // True when `b` is too large for a storage-buffer binding, so the kernel must reach it by
+  // address; raises kiln::Error when the device cannot.
+  bool beyond_binding_range(const VulkanBuffer& b, const std::string& kernel) const {
+    if (b.bytes() <= ctx_->info().max_storage_range) return false;
+    if (!ctx_->info().device_address)
+      throw_error("vulkan: ", kernel, " on ", ctx_->label(), " uses a buffer of ", b.bytes(),
+                  " bytes, beyond the device's maxStorageBufferRange of ",
+                  ctx_->info().max_storage_range,
+                  " bytes; larger tensors need the device feature bufferDeviceAddress, which "
+                  "this device does not offer");
+    return true;
   }
 
   // Workgroups for a launch, folded into 2-D/3-D grids past the per-dimension limit.
