@@ -14,6 +14,7 @@
 #include "backends/vulkan/glsl_codegen.h"
 #include "backends/vulkan/glsl_compiler.h"
 #include "backends/vulkan/matmul_shader.h"
+#include "backends/vulkan/memory.h"
 #include "backends/vulkan/split_reduce.h"
 #include "backends/vulkan/vk_context.h"
 #include "graph/error.h"
@@ -26,105 +27,47 @@ using vulkan::check;
 using vulkan::Context;
 using vulkan::GpuEvent;
 
-// A VkBuffer with its own memory: host memory (params, staging) mapped for its life, or a
-// buffer in the context's buffer memory, mapped unless the context stages transfers.
-struct Allocation {
-  std::shared_ptr<Context> ctx;
-  VkBuffer buffer = VK_NULL_HANDLE;
-  VkDeviceMemory memory = VK_NULL_HANDLE;
-  void* mapped = nullptr;
-  size_t bytes = 0;
-  VkDeviceAddress address = 0;  // buffers on a device with bufferDeviceAddress
-
-  enum class Kind { Host, Buffer };
-  Allocation(std::shared_ptr<Context> c, size_t n, Kind kind = Kind::Host)
-      : ctx(std::move(c)), bytes(n) {
-    uint32_t type = kind == Kind::Host ? ctx->host_memory_type() : ctx->buffer_memory_type();
-    bool map = kind == Kind::Host || !ctx->staged();
-    VkDevice dev = ctx->device();
-    VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-    // Whole 16-byte words: packed byte types are read as uint words, contiguous 4-byte types
-    // as 4-vectors.
-    bi.size = (std::max<size_t>(n, 16) + 15) / 16 * 16;
-    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-    // Any buffer may be bound beyond maxStorageBufferRange, hence reached by address.
-    bool addressed = kind == Kind::Buffer && ctx->info().device_address;
-    if (addressed) bi.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
-    bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-    check(vkCreateBuffer(dev, &bi, nullptr, &buffer), "vkCreateBuffer");
-    VkMemoryRequirements req;
-    vkGetBufferMemoryRequirements(dev, buffer, &req);
-    if (!(req.memoryTypeBits & (1u << type))) {
-      vkDestroyBuffer(dev, buffer, nullptr);
-      throw_error("vulkan: ", ctx->label(), " cannot place a storage buffer in memory type ", type);
-    }
-    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-    ai.allocationSize = req.size;
-    ai.memoryTypeIndex = type;
-    VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
-    flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
-    if (addressed) ai.pNext = &flags;
-    VkResult r = vkAllocateMemory(dev, &ai, nullptr, &memory);
-    if (r != VK_SUCCESS) {
-      vkDestroyBuffer(dev, buffer, nullptr);
-      throw_error("vulkan: out of memory on ", ctx->label(), " allocating ", n, " bytes (VkResult ",
-                  static_cast<int>(r), ")");
-    }
-    check(vkBindBufferMemory(dev, buffer, memory, 0), "vkBindBufferMemory");
-    if (map) check(vkMapMemory(dev, memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory");
-    if (addressed) {
-      VkBufferDeviceAddressInfo info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
-      info.buffer = buffer;
-      address = vkGetBufferDeviceAddress(dev, &info);
-    }
-  }
-  ~Allocation() {
-    vkDestroyBuffer(ctx->device(), buffer, nullptr);
-    vkFreeMemory(ctx->device(), memory, nullptr);
-  }
-  Allocation(const Allocation&) = delete;
-  Allocation& operator=(const Allocation&) = delete;
-};
+using vulkan::Allocation;
 
 class VulkanBuffer : public Buffer {
  public:
   VulkanBuffer(std::shared_ptr<Context> ctx, size_t bytes)
-      : alloc_(std::move(ctx), bytes, Allocation::Kind::Buffer),
-        device_{"vulkan", alloc_.ctx->index()} {}
-  size_t bytes() const override { return alloc_.bytes; }
+      : alloc_(vulkan::take_buffer(ctx, bytes)), device_{"vulkan", ctx->index()} {}
+  // The executor drops a buffer only after the work using it completed.
+  ~VulkanBuffer() override { vulkan::give_back_buffer(std::move(alloc_)); }
+  size_t bytes() const override { return alloc_->bytes; }
   Device device() const override { return device_; }
   void read(void* dst, size_t offset, size_t n) const override {
     bounds(offset, n, "read");
-    if (alloc_.mapped) {
-      std::memcpy(dst, static_cast<const char*>(alloc_.mapped) + offset, n);
+    if (alloc_->mapped) {
+      std::memcpy(dst, static_cast<const char*>(alloc_->mapped) + offset, n);
       return;
     }
-    Allocation staging(alloc_.ctx, n);
-    alloc_.ctx->transfer(alloc_.buffer, offset, staging.buffer, 0, n);
+    Allocation staging(alloc_->ctx, n);
+    alloc_->ctx->transfer(alloc_->buffer, offset, staging.buffer, 0, n);
     std::memcpy(dst, staging.mapped, n);
   }
   void write(const void* src, size_t offset, size_t n) override {
     bounds(offset, n, "write");
-    if (alloc_.mapped) {
-      std::memcpy(static_cast<char*>(alloc_.mapped) + offset, src, n);
+    if (alloc_->mapped) {
+      std::memcpy(static_cast<char*>(alloc_->mapped) + offset, src, n);
       return;
     }
-    Allocation staging(alloc_.ctx, n);
+    Allocation staging(alloc_->ctx, n);
     std::memcpy(staging.mapped, src, n);
-    alloc_.ctx->transfer(staging.buffer, 0, alloc_.buffer, offset, n);
+    alloc_->ctx->transfer(staging.buffer, 0, alloc_->buffer, offset, n);
   }
-  VkBuffer handle() const { return alloc_.buffer; }
-  VkDeviceAddress address() const { return alloc_.address; }
-  const Context* context() const { return alloc_.ctx.get(); }
+  VkBuffer handle() const { return alloc_->buffer; }
+  VkDeviceAddress address() const { return alloc_->address; }
+  const Context* context() const { return alloc_->ctx.get(); }
 
  private:
   void bounds(size_t offset, size_t n, const char* what) const {
-    if (offset > alloc_.bytes || n > alloc_.bytes - offset)
+    if (offset > alloc_->bytes || n > alloc_->bytes - offset)
       throw_error("vulkan buffer ", what, " of ", n, " bytes at ", offset, " exceeds its ",
-                  alloc_.bytes, " bytes");
+                  alloc_->bytes, " bytes");
   }
-  Allocation alloc_;
+  std::unique_ptr<Allocation> alloc_;
   Device device_;
 };
 
