@@ -514,6 +514,31 @@ TEST_F(Vulkan, LaunchesBeyond65535GroupsFoldIntoAGrid) {
   EXPECT_EQ(looped[1], got[1]);
 }
 
+// Contiguous element-wise kernels step 8 points through u64vec4 accesses on a CPU device and 4
+// through vec4 on a GPU (glsl_codegen.h): both forms, with a tail, against the reference.
+TEST_F(Vulkan, VectorAccessInBothWidths) {
+  for (const char* wide : {"0", "1"}) {
+    setenv("KILN_VULKAN_WIDE_ACCESS", wide, 1);
+    for (Dtype d : {float32, int32, uint32})
+      for (int64_t n : {int64_t{8}, int64_t{1003}, int64_t{4099}}) {
+        // n differs per width, so each width compiles its own kernel (the cache is per kernel).
+        int64_t len = n + (wide[0] == '1' ? 16 : 0);
+        Kernel k = elementwise(
+            {d, d},
+            [d](std::vector<int> in) {
+              Value v;
+              v.kind = ValueKind::Binary, v.binary = BinaryOp::Subtract, v.dtype = d;
+              v.a = in[0], v.b = in[1];
+              return v;
+            },
+            len);
+        differential(k, {sample(d, len, 3, false), sample(d, len, 4, false), Bytes(len * 4)}, {},
+                     std::string("wide ") + wide + " " + d.name() + " n " + std::to_string(len));
+      }
+  }
+  unsetenv("KILN_VULKAN_WIDE_ACCESS");
+}
+
 kiln::Array gelu(const kiln::Array& x) {
   return x * (1.0f + kiln::erf(x / std::sqrt(2.0f))) / 2.0f;
 }

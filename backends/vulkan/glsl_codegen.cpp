@@ -62,7 +62,7 @@ class Emitter {
     sh.nparams = k_.num_params();
     nparams_ = sh.nparams;
     find_vector_buffers();
-    if (!vec_.empty()) sh.points_per_invocation = 4;
+    if (!vec_.empty()) sh.points_per_invocation = width_;
     std::ostringstream body;
     if (k_.reduce)
       emit_reduction(body);
@@ -162,15 +162,32 @@ class Emitter {
 
   std::string v(int i) { return "v" + std::to_string(i); }
 
-  static const char* vec_type(Dtype d) {
+  const char* vec_type(Dtype d) const {
+    if (width_ == 8) return "u64vec4";
     return d == float32 ? "vec4" : d == int32 ? "ivec4" : "uvec4";
   }
 
+  // With 8-point steps a u64vec4 holds 8 elements as 32-bit halves: their value from bits...
+  static std::string from_bits(Dtype d, const std::string& bits) {
+    if (d == float32) return "uintBitsToFloat(" + bits + ")";
+    if (d == int32) return "int(" + bits + ")";
+    return bits;
+  }
+  // ...and their bits from a value.
+  static std::string to_bits(Dtype d, const std::string& x) {
+    if (d == float32) return "floatBitsToUint(" + x + ")";
+    if (d == int32) return "uint(" + x + ")";
+    return x;
+  }
+
   // Element-wise 1-D kernels whose every buffer is walked with stride 1 (4-byte dtypes, offsets
-  // a multiple of 4) or 0 (inputs) read and write those buffers as 4-vectors: each invocation
-  // does 4 points per step. On lavapipe every storage-buffer access costs a per-lane loop, so
-  // this is ~4x fewer of them; on GPUs it is the usual vectorised access.
+  // a multiple of the step) or 0 (inputs) read and write those buffers as vectors: each
+  // invocation does 4 points per step through vec4 accesses (the usual vectorised access on
+  // GPUs), or 8 through u64vec4 ones with ShaderFeatures::wide_access (lavapipe runs every
+  // storage-buffer access as a loop over its SIMD lanes, one iteration per lane and component,
+  // so fewer, wider components pay there).
   void find_vector_buffers() {
+    width_ = f_.wide_access && f_.int64 ? 8 : 4;
     if (k_.reduce || k_.ndim() != 1) return;
     std::set<int> vec;
     for (int b = 0; b < static_cast<int>(k_.buffers.size()); ++b) {
@@ -179,7 +196,7 @@ class Emitter {
       if (st.is_runtime()) return;
       if (st.value == 1) {
         if (kb.dtype.size() != 4 || kb.dtype.is_bool() || kb.map.offset.is_runtime() ||
-            kb.map.offset.value % 4 != 0)
+            kb.map.offset.value % width_ != 0)
           return;
         vec.insert(b);
       } else if (st.value != 0 || kb.output) {
@@ -241,7 +258,15 @@ class Emitter {
     std::string a = "(" + address(k_.buffers[b].map) + ")";
     std::string arr = "b" + std::to_string(b) + ".d";
     if (vec_.count(b)) {
-      if (lane_ >= 0) return "L" + std::to_string(b) + "[" + std::to_string(lane_) + "]";
+      std::string L = "L" + std::to_string(b);
+      if (width_ == 8) {
+        if (lane_ >= 0)
+          return from_bits(d, "uint(" + L + "[" + std::to_string(lane_ / 2) + "]" +
+                                  (lane_ % 2 ? " >> 32" : "") + ")");
+        return from_bits(d, "uint(" + arr + "[uint(" + a + " >> 3)][uint((" + a +
+                                " >> 1) & IDX(3))] >> (uint(" + a + " & IDX(1)) * 32u))");
+      }
+      if (lane_ >= 0) return L + "[" + std::to_string(lane_) + "]";
       return arr + "[uint(" + a + " >> 2)][uint(" + a + " & IDX(3))]";
     }
     int bits = packed_bits(d);
@@ -263,6 +288,17 @@ class Emitter {
     std::string a = "(" + address(k_.buffers[s.buffer].map) + ")";
     std::string arr = "b" + std::to_string(s.buffer) + ".d";
     std::string x = v(s.value);
+    if (vec_.count(s.buffer) && width_ == 8) {
+      if (lane_ >= 0) {
+        os << "  O" << s.buffer << "[" << lane_ << "] = " << to_bits(d, x) << ";\n";
+      } else {  // the tail: this invocation owns every element of the words it touches
+        std::string w = arr + "[uint(" + a + " >> 3)][uint((" + a + " >> 1) & IDX(3))]";
+        os << "  { uint sh = uint(" << a << " & IDX(1)) * 32u;\n"
+           << "    " << w << " = (" << w << " & ~(0xfffffffful << sh)) | (uint64_t("
+           << to_bits(d, x) << ") << sh); }\n";
+      }
+      return;
+    }
     if (vec_.count(s.buffer)) {
       if (lane_ >= 0)
         os << "  O" << s.buffer << "[" << lane_ << "] = " << x << ";\n";
@@ -549,6 +585,7 @@ class Emitter {
   }
 
   void emit_elementwise_vec4(std::ostream& os) {
+    const std::string W = std::to_string(width_);
     os << "void main() {\n"
        << "  IDX npoints = " << dim(k_.domain[0]) << ";\n"
        << "  IDX stride = IDX(gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z) * IDX("
@@ -556,29 +593,44 @@ class Emitter {
     declare_coords(os);
     emit_constants(os);
     os << "  for (IDX q = k_group() * IDX(" << kLocalSize
-       << ") + IDX(gl_LocalInvocationID.x); q * IDX(4) < npoints; q += stride) {\n"
-       << "  IDX base = q * IDX(4);\n"
-       << "  if (base + IDX(4) <= npoints) {\n";
+       << ") + IDX(gl_LocalInvocationID.x); q * IDX(" << W << ") < npoints; q += stride) {\n"
+       << "  IDX base = q * IDX(" << W << ");\n"
+       << "  if (base + IDX(" << W << ") <= npoints) {\n";
     std::set<int> loaded;
     for (const Value& val : k_.body)
       if (val.kind == ValueKind::Load && vec_.count(val.buffer)) loaded.insert(val.buffer);
-    auto quad = [&](int b) {  // the vec4 index of quad q in buffer b
-      return "uint(" + std::to_string(k_.buffers[b].map.offset.value / 4) + " + q)";
+    auto step = [&](int b) {  // the vector index of step q in buffer b
+      return "uint(" + std::to_string(k_.buffers[b].map.offset.value / width_) + " + q)";
     };
     for (int b : loaded)
-      os << "  " << vec_type(k_.buffers[b].dtype) << " L" << b << " = b" << b << ".d[" << quad(b)
+      os << "  " << vec_type(k_.buffers[b].dtype) << " L" << b << " = b" << b << ".d[" << step(b)
          << "];\n";
-    for (const Store& st : k_.stores)
-      os << "  " << vec_type(k_.buffers[st.buffer].dtype) << " O" << st.buffer << ";\n";
-    for (lane_ = 0; lane_ < 4; ++lane_) {
+    for (const Store& st : k_.stores) {
+      if (width_ == 8)
+        os << "  uint O" << st.buffer << "[8];\n";
+      else
+        os << "  " << vec_type(k_.buffers[st.buffer].dtype) << " O" << st.buffer << ";\n";
+    }
+    for (lane_ = 0; lane_ < width_; ++lane_) {
       os << "  {\n  i0 = base + IDX(" << lane_ << ");\n";
       for (int i = 0; i < static_cast<int>(k_.body.size()); ++i) emit_value(os, i);
       for (const Store& st : k_.stores) store(os, st);
       os << "  }\n";
     }
     lane_ = -1;
-    for (const Store& st : k_.stores)
-      os << "  b" << st.buffer << ".d[" << quad(st.buffer) << "] = O" << st.buffer << ";\n";
+    for (const Store& st : k_.stores) {
+      std::string O = "O" + std::to_string(st.buffer);
+      os << "  b" << st.buffer << ".d[" << step(st.buffer) << "] = ";
+      if (width_ == 8) {
+        os << "u64vec4(";
+        for (int j = 0; j < 4; ++j)
+          os << (j ? ", " : "") << "(uint64_t(" << O << "[" << 2 * j + 1 << "]) << 32) | uint64_t("
+             << O << "[" << 2 * j << "])";
+        os << ");\n";
+      } else {
+        os << O << ";\n";
+      }
+    }
     os << "  } else {\n"
        << "  for (i0 = base; i0 < npoints; ++i0) {\n";
     for (int i = 0; i < static_cast<int>(k_.body.size()); ++i) emit_value(os, i);
@@ -689,7 +741,8 @@ class Emitter {
   const ShaderFeatures& f_;
   int nparams_ = 0;
   std::set<int> vec_;  // buffers accessed as 4-vectors
-  int lane_ = -1;      // >= 0: emitting lane lane_ of a 4-point step
+  int width_ = 4;      // points per vector step: 4 (vec4) or 8 (u64vec4)
+  int lane_ = -1;      // >= 0: emitting lane lane_ of a vector step
   std::vector<FloatSlot> float_slots_;
 };
 

@@ -21,6 +21,9 @@ struct ShaderFeatures {
   // buffer (then bound alone, at binding 0) instead of one storage-buffer binding each: the
   // form of a kernel whose buffers exceed maxStorageBufferRange.
   bool by_address = false;
+  // Contiguous element-wise kernels step 8 points through u64vec4 accesses instead of 4 through
+  // vec4 (needs int64): for a CPU device, where each access is a loop over SIMD lanes.
+  bool wide_access = false;
 };
 
 // A float launch scalar the host converts before a launch: params slot `slot` receives the

@@ -167,6 +167,9 @@ Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const st
   st.ir = k;
   k.validate();  // a rewrite bug surfaces as kiln::Error, never as stray memory accesses
   vulkan::ShaderFeatures f{ctx->info().float64, ctx->info().int64, ctx->label(), by_address};
+  f.wide_access = ctx->info().cpu;
+  if (const char* w = std::getenv("KILN_VULKAN_WIDE_ACCESS"); w && *w)  // tests: both forms
+    f.wide_access = std::strcmp(w, "0") != 0;
   st.shader = vulkan::generate_glsl(k, f);
   // Fault injection for tests: a kernel whose name or GLSL contains KILN_VULKAN_FAULT_KERNEL
   // gets GLSL that glslang rejects, to check that a failed build fails only the work needing it.
