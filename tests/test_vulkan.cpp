@@ -385,9 +385,25 @@ double sum_rtol(Dtype d) {
   return d == float64 ? 1e-12 : d == float16 ? 0x1.0p-10 : d == bfloat16 ? 0x1.0p-7 : 1e-5;
 }
 
+void every_reduction(const std::vector<std::pair<std::vector<int64_t>, std::vector<int>>>& walks);
+
+// Twice: with subgroup operations (where the device has them) and with the shared-memory tree
+// alone (KILN_VULKAN_SUBGROUPS=0), on different shapes so that each form compiles its own
+// kernels.
 TEST_F(Vulkan, EveryReductionAndDtype) {
-  const std::vector<std::pair<std::vector<int64_t>, std::vector<int>>> walks = {
-      {{7, 33}, {1}}, {{7, 33}, {0}}, {{5, 4, 9}, {0, 2}}, {{1000}, {0}}, {{3, 0}, {1}}};
+  for (const char* subgroups : {"1", "0"}) {
+    setenv("KILN_VULKAN_SUBGROUPS", subgroups, 1);
+    int64_t m = subgroups[0] == '1' ? 0 : 1;
+    every_reduction({{{7, 33 + m}, {1}},
+                     {{7, 33 + m}, {0}},
+                     {{5, 4, 9 + m}, {0, 2}},
+                     {{1000 + m}, {0}},
+                     {{3 + m, 0}, {1}}});
+  }
+  unsetenv("KILN_VULKAN_SUBGROUPS");
+}
+
+void every_reduction(const std::vector<std::pair<std::vector<int64_t>, std::vector<int>>>& walks) {
   for (int op = 0; op <= static_cast<int>(ReduceOp::Argmax); ++op)
     for (Dtype d : kAll)
       for (const auto& [shape, axes] : walks) {

@@ -71,6 +71,9 @@ class Emitter {
     std::ostringstream os;
     os << "#version 450\n";
     if (f_.int64) os << "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+    if (uses_subgroups_)
+      os << "#extension GL_KHR_shader_subgroup_arithmetic : require\n"
+         << "#extension GL_KHR_shader_subgroup_shuffle : require\n";
     if (f_.by_address)
       os << "#extension GL_EXT_buffer_reference : require\n"
          << "#extension GL_EXT_buffer_reference_uvec2 : require\n";
@@ -638,6 +641,44 @@ class Emitter {
     os << "  }\n  }\n  }\n}\n";
   }
 
+  // acc = acc (op) xv for sums and products (bool: or/and; 8-bit integers wrapped).
+  void combine_into(std::ostream& o, ReduceOp op, Dtype acc_d, const std::string& acc,
+                    const std::string& xv) {
+    if (op == ReduceOp::Sum) {
+      if (acc_d.is_bool())
+        o << acc << " = " << acc << " || " << xv << ";\n";
+      else
+        o << acc << " = " << wrap(acc_d, acc + " + " + xv) << ";\n";
+    } else {
+      if (acc_d.is_bool())
+        o << acc << " = " << acc << " && " << xv << ";\n";
+      else
+        o << acc << " = " << wrap(acc_d, acc + " * " + xv) << ";\n";
+    }
+  }
+
+  // Combines acc/has/best across the subgroup (see emit_reduction).
+  void subgroup_stage(std::ostream& os, ReduceOp op, Dtype acc_d) {
+    if (op == ReduceOp::Sum || op == ReduceOp::Prod) {
+      bool sum = op == ReduceOp::Sum;
+      if (acc_d.is_bool())
+        os << "  acc = " << (sum ? "subgroupOr" : "subgroupAnd") << "(uint(acc)) != 0u;\n";
+      else
+        os << "  acc = " << wrap(acc_d, std::string(sum ? "subgroupAdd" : "subgroupMul") + "(acc)")
+           << ";\n";
+      return;  // `has` only matters to max/min/argmax
+    }
+    std::string shuffled =
+        acc_d.is_bool() ? "(subgroupShuffleXor(uint(acc), o) != 0u)" : "subgroupShuffleXor(acc, o)";
+    os << "  for (uint o = 1u; o < gl_SubgroupSize; o <<= 1) {\n"
+       << "    " << ctype(acc_d) << " ov = " << shuffled << ";\n"
+       << "    bool oh = subgroupShuffleXor(uint(has), o) != 0u;\n"
+       << "    IDX op = subgroupShuffleXor(best, o);\n"
+       << "    if (oh && (!has || k_better(ov, op, acc, best))) { acc = ov; best = op; has = true; "
+          "}\n"
+       << "  }\n";
+  }
+
   void emit_reduction(std::ostream& os) {
     const Reduction& red = *k_.reduce;
     const Value& rv = k_.body[red.value];
@@ -688,17 +729,7 @@ class Emitter {
     if (!minmax) x = std::string(A) + "(" + x + ")";
     os << "  " << A << " x = " << x << ";\n";
     auto combine = [&](std::ostream& o, const std::string& acc, const std::string& xv) {
-      if (op == ReduceOp::Sum) {
-        if (acc_d.is_bool())
-          o << acc << " = " << acc << " || " << xv << ";\n";
-        else
-          o << acc << " = " << wrap(acc_d, acc + " + " + xv) << ";\n";
-      } else {
-        if (acc_d.is_bool())
-          o << acc << " = " << acc << " && " << xv << ";\n";
-        else
-          o << acc << " = " << wrap(acc_d, acc + " * " + xv) << ";\n";
-      }
+      combine_into(o, op, acc_d, acc, xv);
     };
     if (minmax) {
       os << "  if (!has || k_better(x, r, acc, best)) { acc = x; best = r; }\n  has = true;\n";
@@ -707,20 +738,43 @@ class Emitter {
       combine(os, "acc", "x");
     }
     os << "  }\n";
-    os << "  s_v[lid] = acc; s_h[lid] = has; s_p[lid] = best;\n  barrier();\n"
-       << "  for (uint s = " << kLocalSize / 2 << "u; s > 0u; s >>= 1) {\n"
-       << "    if (lid < s) {\n";
-    if (minmax) {
-      os << "      if (s_h[lid + s] && (!s_h[lid] || k_better(s_v[lid + s], s_p[lid + s], "
-            "s_v[lid], "
-            "s_p[lid]))) {\n"
-         << "        s_v[lid] = s_v[lid + s]; s_p[lid] = s_p[lid + s]; s_h[lid] = true;\n      }\n";
+    // Subgroup operations where the device has them (not for 64-bit integers, whose subgroup
+    // forms need shaderSubgroupExtendedTypes): sums and products through subgroupAdd/Mul (bool
+    // ones through Or/And), max/min/argmax through a butterfly of subgroupShuffleXor choosing
+    // with k_better (a total order, so every lane ends with the same, unique best); then one
+    // partial per subgroup in shared memory, combined in order by invocation 0. Otherwise a
+    // shared-memory tree over all 64 invocations.
+    if (f_.subgroups && acc_d != int64 && acc_d != uint64) {
+      uses_subgroups_ = true;
+      subgroup_stage(os, op, acc_d);
+      os << "  if (gl_SubgroupInvocationID == 0u) {\n"
+         << "    s_v[gl_SubgroupID] = acc; s_h[gl_SubgroupID] = has; s_p[gl_SubgroupID] = best;\n"
+         << "  }\n  barrier();\n  if (lid == 0u) {\n"
+         << "  for (uint s = 1u; s < gl_NumSubgroups; ++s) {\n";
+      if (minmax) {
+        os << "    if (s_h[s] && (!s_h[0] || k_better(s_v[s], s_p[s], s_v[0], s_p[0]))) {\n"
+           << "      s_v[0] = s_v[s]; s_p[0] = s_p[s]; s_h[0] = true;\n    }\n";
+      } else {
+        os << "    ";
+        combine(os, "s_v[0]", "s_v[s]");
+      }
+      os << "  }\n";
     } else {
-      os << "      ";
-      combine(os, "s_v[lid]", "s_v[lid + s]");
+      os << "  s_v[lid] = acc; s_h[lid] = has; s_p[lid] = best;\n  barrier();\n"
+         << "  for (uint s = " << kLocalSize / 2 << "u; s > 0u; s >>= 1) {\n"
+         << "    if (lid < s) {\n";
+      if (minmax) {
+        os << "      if (s_h[lid + s] && (!s_h[lid] || k_better(s_v[lid + s], s_p[lid + s], "
+              "s_v[lid], s_p[lid]))) {\n"
+           << "        s_v[lid] = s_v[lid + s]; s_p[lid] = s_p[lid + s]; s_h[lid] = true;\n"
+           << "      }\n";
+      } else {
+        os << "      ";
+        combine(os, "s_v[lid]", "s_v[lid + s]");
+      }
+      os << "    }\n    barrier();\n  }\n"
+         << "  if (lid == 0u) {\n";
     }
-    os << "    }\n    barrier();\n  }\n"
-       << "  if (lid == 0u) {\n";
     for (int a = kept; a < n; ++a) os << "  i" << a << " = IDX(0);\n";
     std::string result;
     if (op == ReduceOp::Argmax)
@@ -741,8 +795,9 @@ class Emitter {
   const ShaderFeatures& f_;
   int nparams_ = 0;
   std::set<int> vec_;  // buffers accessed as 4-vectors
-  int width_ = 4;      // points per vector step: 4 (vec4) or 8 (u64vec4)
-  int lane_ = -1;      // >= 0: emitting lane lane_ of a vector step
+  bool uses_subgroups_ = false;
+  int width_ = 4;  // points per vector step: 4 (vec4) or 8 (u64vec4)
+  int lane_ = -1;  // >= 0: emitting lane lane_ of a vector step
   std::vector<FloatSlot> float_slots_;
 };
 

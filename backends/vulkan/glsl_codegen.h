@@ -24,6 +24,9 @@ struct ShaderFeatures {
   // Contiguous element-wise kernels step 8 points through u64vec4 accesses instead of 4 through
   // vec4 (needs int64): for a CPU device, where each access is a loop over SIMD lanes.
   bool wide_access = false;
+  // Subgroup arithmetic and shuffles in compute shaders: reductions combine within subgroups
+  // first (else a shared-memory tree over the workgroup).
+  bool subgroups = false;
 };
 
 // A float launch scalar the host converts before a launch: params slot `slot` receives the

@@ -121,6 +121,12 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
   info.float64 = feats.features.shaderFloat64;
   info.int64 = feats.features.shaderInt64;
   info.device_address = f12.bufferDeviceAddress;
+  const VkSubgroupFeatureFlags ops = VK_SUBGROUP_FEATURE_BASIC_BIT |
+                                     VK_SUBGROUP_FEATURE_ARITHMETIC_BIT |
+                                     VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+  info.subgroup_size = subgroup.subgroupSize;
+  info.subgroups = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                   (subgroup.supportedOperations & ops) == ops;
   for (int i = 0; i < 3; ++i) info.max_groups[i] = lim.maxComputeWorkGroupCount[i];
   info.max_storage_range = lim.maxStorageBufferRange;
   info.driver_version = props.properties.driverVersion;
@@ -137,10 +143,10 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
   for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)
     os << (h ? "," : "") << " " << mib(mem.memoryHeaps[h].size)
        << (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT ? " device-local" : "");
-  os << "; subgroup " << subgroup.subgroupSize << "; shaderFloat64 "
-     << (info.float64 ? "yes" : "no") << ", shaderInt64 " << (info.int64 ? "yes" : "no")
-     << "; maxStorageBufferRange " << mib(info.max_storage_range) << "; bufferDeviceAddress "
-     << (info.device_address ? "yes" : "no");
+  os << "; subgroup " << subgroup.subgroupSize << (info.subgroups ? " (arithmetic, shuffle)" : "")
+     << "; shaderFloat64 " << (info.float64 ? "yes" : "no") << ", shaderInt64 "
+     << (info.int64 ? "yes" : "no") << "; maxStorageBufferRange " << mib(info.max_storage_range)
+     << "; bufferDeviceAddress " << (info.device_address ? "yes" : "no");
   info.description = os.str();
 
   uint32_t nq = 0;

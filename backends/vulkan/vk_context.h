@@ -28,6 +28,9 @@ struct PhysicalInfo {
   // bufferDeviceAddress (Vulkan 1.2): kernels reach buffers beyond max_storage_range through
   // 64-bit addresses instead of descriptors.
   bool device_address = false;
+  // Subgroup basic, arithmetic and shuffle operations in compute shaders (reductions use them).
+  bool subgroups = false;
+  uint32_t subgroup_size = 0;
   bool cpu = false;  // VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe, SwiftShader)
   uint32_t queue_family = 0;
   uint32_t max_groups[3] = {65535, 65535, 65535};

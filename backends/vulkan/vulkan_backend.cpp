@@ -170,6 +170,9 @@ Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const st
   f.wide_access = ctx->info().cpu;
   if (const char* w = std::getenv("KILN_VULKAN_WIDE_ACCESS"); w && *w)  // tests: both forms
     f.wide_access = std::strcmp(w, "0") != 0;
+  f.subgroups = ctx->info().subgroups;
+  if (const char* g = std::getenv("KILN_VULKAN_SUBGROUPS"); g && *g)  // tests: the tree too
+    f.subgroups = f.subgroups && std::strcmp(g, "0") != 0;
   st.shader = vulkan::generate_glsl(k, f);
   // Fault injection for tests: a kernel whose name or GLSL contains KILN_VULKAN_FAULT_KERNEL
   // gets GLSL that glslang rejects, to check that a failed build fails only the work needing it.
