@@ -13,14 +13,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <limits>
 #include <random>
 #include <thread>
 
@@ -30,13 +27,14 @@
 #include "backends/vulkan/glsl_compiler.h"
 #include "backends/vulkan/vk_context.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "kernel_diff.h"
 #include "kiln.h"
 #include "test_util.h"
 
 namespace kiln {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
+using namespace kdiff;
 
 class Vulkan : public ::testing::Test {
  protected:
@@ -49,168 +47,23 @@ class Vulkan : public ::testing::Test {
 };
 
 Backend& vk_backend() { return backend_for(device("vulkan")); }
-Backend& ref_backend() { return backend_for(device("reference")); }
-
-std::vector<Bytes> run(Backend& be, const Kernel& k, const std::vector<Bytes>& init,
-                       const std::vector<int64_t>& params = {}) {
-  auto ck = be.compile(0, k);
-  std::vector<std::shared_ptr<Buffer>> bufs;
-  KernelArgs args;
-  for (const Bytes& b : init) {
-    bufs.push_back(be.allocate(0, std::max<size_t>(b.size(), 1)));
-    if (!b.empty()) bufs.back()->write(b.data(), 0, b.size());
-    args.buffers.push_back(bufs.back().get());
-  }
-  args.params = params;
-  auto q = be.create_queue(0);
-  EventPtr ev = q->enqueue_kernel(*ck, args);
-  if (ev) ev->wait();
-  q->finish();
-  std::vector<Bytes> out;
-  for (size_t i = 0; i < bufs.size(); ++i) {
-    Bytes b(init[i].size());
-    if (!b.empty()) bufs[i]->read(b.data(), 0, b.size());
-    out.push_back(std::move(b));
-  }
-  return out;
-}
-
-struct Tolerance {
-  enum Kind { Exact, Value, Ulp, Rel } kind = Exact;
-  double ulps = 0, rtol = 0, atol = 0;
-};
-
-int64_t ordered(double v, Dtype d) {
-  if (d == float64) {
-    int64_t i = std::bit_cast<int64_t>(v);
-    return i < 0 ? std::numeric_limits<int64_t>::min() - i : i;
-  }
-  if (d.is_half()) {
-    uint16_t h = d == float16 ? float_to_half_bits(static_cast<float>(v))
-                              : float_to_bfloat16_bits(static_cast<float>(v));
-    int64_t m = h & 0x7fff;
-    return h & 0x8000 ? -m : m;
-  }
-  int32_t i = std::bit_cast<int32_t>(static_cast<float>(v));
-  return i < 0 ? static_cast<int64_t>(INT32_MIN) - i : i;
-}
-
-double get(const Bytes& b, Dtype d, size_t i) {
-  return scalar::to_double(scalar::load(b.data(), d, static_cast<int64_t>(i)), d);
-}
-
-std::string compare(const Bytes& got, const Bytes& want, Dtype d, const Tolerance& tol) {
-  size_t n = got.size() / d.size();
-  for (size_t i = 0; i < n; ++i) {
-    double g = get(got, d, i), w = get(want, d, i);
-    bool nan2 = std::isnan(g) && std::isnan(w);
-    bool ok;
-    if (!d.is_float() || tol.kind == Tolerance::Exact)
-      ok =
-          nan2 || std::memcmp(got.data() + i * d.size(), want.data() + i * d.size(), d.size()) == 0;
-    else if (tol.kind == Tolerance::Value)
-      ok = nan2 || g == w;
-    else if (tol.kind == Tolerance::Ulp)
-      ok = nan2 || g == w ||
-           (!std::isinf(g) && !std::isinf(w) &&
-            std::fabs(static_cast<double>(ordered(g, d) - ordered(w, d))) <= tol.ulps);
-    else
-      ok = nan2 || g == w || std::fabs(g - w) <= tol.rtol * std::fabs(w) + tol.atol;
-    if (!ok) {
-      std::ostringstream os;
-      os.precision(17);
-      os << "element " << i << ": vulkan " << g << " vs reference " << w;
-      return os.str();
-    }
-  }
-  return "";
-}
-
-IndexMap map_of(std::vector<int64_t> strides, int64_t offset = 0) {
-  IndexMap m;
-  for (int64_t s : strides) m.strides.push_back(Dim::constant(s));
-  m.offset = Dim::constant(offset);
-  return m;
-}
-
-int add(Kernel& k, Value v) {
-  k.body.push_back(v);
-  return static_cast<int>(k.body.size()) - 1;
-}
-int load(Kernel& k, Dtype d, IndexMap m) {
-  k.buffers.push_back({d, false, std::move(m)});
-  Value v;
-  v.kind = ValueKind::Load, v.dtype = d, v.buffer = static_cast<int>(k.buffers.size()) - 1;
-  return add(k, v);
-}
-void store(Kernel& k, Dtype d, IndexMap m, int value) {
-  k.buffers.push_back({d, true, std::move(m)});
-  k.stores.push_back({static_cast<int>(k.buffers.size()) - 1, value});
-}
-
-Kernel elementwise(const std::vector<Dtype>& ins, std::function<Value(std::vector<int>)> f,
-                   int64_t n) {
-  Kernel k;
-  k.name = "elementwise";
-  k.domain = {Dim::constant(n)};
-  std::vector<int> loads;
-  for (Dtype d : ins) loads.push_back(load(k, d, map_of({1})));
-  Value v = f(loads);
-  int r = add(k, v);
-  store(k, v.dtype, map_of({1}), r);
-  return k;
-}
-
-// Interesting values of each dtype. lavapipe flushes float32 denormals to zero (Vulkan leaves
-// it to the driver), so the samples have none.
+// kdiff::sample without float32-range denormals (float32 and bfloat16, which computes in
+// float32): lavapipe flushes them to zero (Vulkan leaves it to the driver), so results would
+// differ from the reference for reasons outside Kiln.
 Bytes sample(Dtype d, size_t n, uint64_t seed, bool wild = true) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-4, 4);
-  const double specials[] = {0.0,   -0.0, INFINITY, -INFINITY, NAN,  1e30, -1e30,
-                             0.5,   -0.5, 1.0,      -1.0,      2.0,  3.0,  100.5,
-                             -7.25, 1e-3, 65504.0,  3e9,       -3e9, 1e19};
-  const int64_t ispecials[] = {0,         1,         -1,        2,  3,  -7, 100, INT32_MAX,
-                               INT32_MIN, INT64_MAX, INT64_MIN, 31, 63, 64, -64, 1LL << 40};
-  Bytes b(n * d.size());
-  for (size_t i = 0; i < n; ++i) {
-    bool special = wild && rng() % 4 == 0;
-    double f = special ? specials[rng() % std::size(specials)]
-                       : std::round(u(rng) * 64) / 64 + (rng() % 3 == 0 ? u(rng) * 1e-3 : 0);
-    int64_t iv =
-        special ? ispecials[rng() % std::size(ispecials)] : static_cast<int64_t>(rng() % 17) - 8;
-    if (d.is_bool())
-      b[i] = rng() % 2;
-    else
-      scalar::store(b.data(), d, static_cast<int64_t>(i), {scalar::round_to(f, d), iv});
-  }
+  Bytes b = kdiff::sample(d, n, seed, wild);
+  if (d == float32 || d == bfloat16)
+    for (size_t i = 0; i < n; ++i) {
+      double v = get(b, d, i);
+      if (v != 0 && std::fabs(v) < 0x1.0p-126)
+        scalar::store(b.data(), d, static_cast<int64_t>(i), {std::copysign(0.0, v), 0});
+    }
   return b;
 }
 
 void differential(const Kernel& k, const std::vector<Bytes>& init, const Tolerance& tol,
                   const std::string& what, const std::vector<int64_t>& params = {}) {
-  std::vector<Bytes> got = run(vk_backend(), k, init, params);
-  std::vector<Bytes> want = run(ref_backend(), k, init, params);
-  for (size_t b = 0; b < k.buffers.size(); ++b) {
-    if (!k.buffers[b].output) continue;
-    std::string diff = compare(got[b], want[b], k.buffers[b].dtype, tol);
-    ASSERT_EQ(diff, "") << what << ": buffer " << b << "\n" << k.str();
-  }
-}
-
-const Dtype kAll[] = {bool_,  int8,    int32,    int64,   uint8,  uint32,
-                      uint64, float16, bfloat16, float32, float64};
-
-bool transcendental(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Exp:
-    case UnaryOp::Log:
-    case UnaryOp::Sin:
-    case UnaryOp::Cos:
-    case UnaryOp::Tanh:
-    case UnaryOp::Erf:
-    case UnaryOp::Sigmoid: return true;
-    default: return false;
-  }
+  differential_on(vk_backend(), k, init, tol, what, params);
 }
 
 Tolerance math_tolerance(Dtype d) {
@@ -271,7 +124,7 @@ TEST_F(Vulkan, EveryUnaryOpAndDtype) {
           },
           n);
       Tolerance tol;
-      if (transcendental(u)) tol = math_tolerance(d);
+      if (approx_f32(u)) tol = math_tolerance(d);
       // sin/cos of huge arguments (1e30) are the driver's business on a GPU (Vulkan sets no
       // bound; Kiln's float64 ones reduce by Cody-Waite, exact below ~1e6): tame data for them.
       bool wild = u != UnaryOp::Sin && u != UnaryOp::Cos;
@@ -381,9 +234,9 @@ Kernel reduce_kernel(Dtype d, ReduceOp op, std::vector<int64_t> shape, std::vect
   return k;
 }
 
-double sum_rtol(Dtype d) {
-  return d == float64 ? 1e-12 : d == float16 ? 0x1.0p-10 : d == bfloat16 ? 0x1.0p-7 : 1e-5;
-}
+// Looser than kdiff::sum_rtol for float32: a device without shaderFloat64 accumulates float32
+// sums in float32 (lavapipe accumulates in double, as the reference).
+double vk_sum_rtol(Dtype d) { return d == float32 ? 1e-5 : sum_rtol(d); }
 
 void every_reduction(const std::vector<std::pair<std::vector<int64_t>, std::vector<int>>>& walks);
 
@@ -417,7 +270,7 @@ void every_reduction(const std::vector<std::pair<std::vector<int64_t>, std::vect
         Dtype od = k.body[k.reduce->value].dtype;
         Tolerance tol;
         bool fsum = d.is_float() && (rop == ReduceOp::Sum || rop == ReduceOp::Prod);
-        if (fsum) tol = {Tolerance::Rel, 0, sum_rtol(d), 1e-6};
+        if (fsum) tol = {Tolerance::Rel, 0, vk_sum_rtol(d), 1e-6};
         if (d.is_float() && (rop == ReduceOp::Max || rop == ReduceOp::Min))
           tol = {Tolerance::Value};
         differential(k, {sample(d, n, op + 100, !fsum), Bytes(outn * od.size())}, tol,
