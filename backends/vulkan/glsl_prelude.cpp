@@ -82,8 +82,8 @@ uint k_ipow(uint b, uint e) {
 float k_erf_f(float x) {
   // x * P(x^2) / Q(x^2) on [-4, 4] (the cpu backend's rational fit, relative error 2.8e-8);
   // beyond, erf rounds to +-1. No branch and no exp: on SIMD hardware (lavapipe's 8 lanes, a
-  // GPU's warp) both sides of a divergent branch run, and the earlier Taylor/erfc split with
-  // an exp cost ~3x more per element. The clamps are compares, so NaN passes through.
+  // GPU's warp) both sides of a divergent branch run, so the earlier Taylor/erfc split paid
+  // for both and an exp. The clamps are compares, so NaN passes through.
   float c = x > 4.0 ? 4.0 : x < -4.0 ? -4.0 : x;
   float z = c * c;
   float p = ((((2.0015095640223045e-6 * z + 0.00028283157593563815) * z +

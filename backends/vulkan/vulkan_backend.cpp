@@ -9,13 +9,13 @@
 #include <mutex>
 
 #include "backends/launch_check.h"
+#include "backends/split_reduce.h"
 #include "backends/vulkan/disk_cache.h"
 #include "backends/vulkan/flatten.h"
 #include "backends/vulkan/glsl_codegen.h"
 #include "backends/vulkan/glsl_compiler.h"
 #include "backends/vulkan/matmul_shader.h"
 #include "backends/vulkan/memory.h"
-#include "backends/vulkan/split_reduce.h"
 #include "backends/vulkan/vk_context.h"
 #include "graph/error.h"
 
@@ -190,16 +190,23 @@ Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const st
   return st;
 }
 
+// Full reductions of at least 2^16 elements run as 64 workgroups' partials (split_reduce.h):
+// one workgroup is one core of lavapipe, one compute unit of a GPU. Float partials are float64
+// where the device has shaderFloat64.
+SplitOptions split_options(const Context& ctx) {
+  return SplitOptions{64, int64_t{1} << 16, ctx.info().float64};
+}
+
 std::shared_ptr<VulkanKernel> build_kernel(std::shared_ptr<Context> ctx, const Kernel& k) {
   auto vk = std::make_shared<VulkanKernel>();
   vk->ir = k;
   vk->launch_check = LaunchCheck(k);
   Kernel flat = vulkan::flatten_domain(k);
-  if (auto split = vulkan::split_full_reduction(flat, ctx->info().float64)) {
+  if (auto split = split_full_reduction(flat, split_options(*ctx))) {
     vk->stages.push_back(build_stage(ctx, split->part, k.name));
     if (split->tail) vk->stages.push_back(build_stage(ctx, *split->tail, k.name));
     vk->stages.push_back(build_stage(ctx, split->combine, k.name));
-    vk->scratch_bytes = static_cast<size_t>(split->partials) * split->partial.size();
+    vk->scratch_bytes = static_cast<size_t>(split->partials) * split->partial_dtype.size();
   } else {
     vk->stages.push_back(build_stage(ctx, flat, k.name));
   }
