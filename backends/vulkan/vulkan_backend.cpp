@@ -254,6 +254,14 @@ struct LaneState {
   uint64_t value = 0;  // last value submitted
   std::vector<std::unique_ptr<Allocation>> free_params;
   std::vector<VkDescriptorPool> free_pools;
+  // Other lanes' timeline values the next submission waits for (Queue::enqueue_wait), with
+  // what keeps their semaphores alive.
+  struct Wait {
+    VkSemaphore sem;
+    uint64_t value;
+    std::shared_ptr<void> keep;
+  };
+  std::vector<Wait> waits;
 
   explicit LaneState(std::shared_ptr<Context> c) : ctx(std::move(c)) {
     VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
@@ -420,6 +428,15 @@ class VulkanQueue : public Queue {
 
   bool runs_inline() const override { return false; }
 
+  bool enqueue_wait(const EventPtr& ev) override {
+    auto* g = dynamic_cast<GpuEvent*>(ev.get());
+    if (!g || g->context() != ctx_.get() || !g->semaphore()) return false;
+    std::lock_guard<std::mutex> lock(lane_->mu);
+    if (g->semaphore() != lane_->timeline)  // this lane's own work is in order already
+      lane_->waits.push_back({g->semaphore(), g->value(), g->keep()});
+    return true;
+  }
+
  private:
   // Per-launch objects, released on the completion thread once the GPU is done with them.
   struct LaunchResources {
@@ -427,7 +444,8 @@ class VulkanQueue : public Queue {
     std::vector<std::unique_ptr<Allocation>> params;       // per dispatch
     std::vector<std::pair<VkDescriptorPool, bool>> pools;  // (pool, recyclable)
     std::vector<VkDescriptorSet> sets;
-    std::unique_ptr<Allocation> scratch;  // partials of a split reduction
+    std::unique_ptr<Allocation> scratch;        // partials of a split reduction
+    std::vector<std::shared_ptr<void>> waited;  // lanes whose semaphores the submission waits on
     explicit LaunchResources(std::shared_ptr<LaneState> l) : lane(std::move(l)) {}
     ~LaunchResources() {  // on the completion thread, after the GPU is done with them
       VkDevice d = lane->ctx->device();
@@ -626,29 +644,39 @@ class VulkanQueue : public Queue {
       record(cb);
       full_barrier(cb);
       check(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
-      uint64_t wait = lane->value, signal = lane->value + 1;
+      // The lane's previous value, then any producers on other lanes (enqueue_wait).
+      std::vector<VkSemaphore> sems = {lane->timeline};
+      std::vector<uint64_t> values = {lane->value};
+      for (LaneState::Wait& w : lane->waits) {
+        sems.push_back(w.sem);
+        values.push_back(w.value);
+      }
+      uint64_t signal = lane->value + 1;
       VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
-      ti.waitSemaphoreValueCount = 1;
-      ti.pWaitSemaphoreValues = &wait;
+      ti.waitSemaphoreValueCount = static_cast<uint32_t>(values.size());
+      ti.pWaitSemaphoreValues = values.data();
       ti.signalSemaphoreValueCount = 1;
       ti.pSignalSemaphoreValues = &signal;
-      VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+      std::vector<VkPipelineStageFlags> stages(sems.size(), VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
       VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
       si.pNext = &ti;
-      si.waitSemaphoreCount = 1;
-      si.pWaitSemaphores = &lane->timeline;
-      si.pWaitDstStageMask = &stage;
+      si.waitSemaphoreCount = static_cast<uint32_t>(sems.size());
+      si.pWaitSemaphores = sems.data();
+      si.pWaitDstStageMask = stages.data();
       si.commandBufferCount = 1;
       si.pCommandBuffers = &cb;
       si.signalSemaphoreCount = 1;
       si.pSignalSemaphores = &lane->timeline;
       ctx_->submit(si);
       lane->value = signal;
+      for (LaneState::Wait& w : lane->waits) res->waited.push_back(std::move(w.keep));
+      lane->waits.clear();
     } catch (...) {
       vkFreeCommandBuffers(ctx_->device(), lane->pool, 1, &cb);
       throw;
     }
     auto ev = std::make_shared<GpuEvent>();
+    ev->set_timeline(ctx_.get(), lane->timeline, lane->value, lane);
     ctx_->watch(lane->timeline, lane->value, ev, [free_cb, res]() mutable {
       free_cb();
       res.reset();
