@@ -697,6 +697,33 @@ TEST_F(Vulkan, TensorsBeyondMaxStorageBufferRange) {
   differential(neg, {bytes, Bytes(16)}, {}, "int8 window of 128 MiB + 64");
 }
 
+// On a device without bufferDeviceAddress (emulated: KILN_VULKAN_DEVICE_ADDRESS=0 before the
+// device is set up, so this test needs its own process, as ctest runs it) a kernel binding a
+// buffer past maxStorageBufferRange raises kiln::Error naming both.
+TEST_F(Vulkan, TensorsBeyondTheRangeWithoutDeviceAddressesRaise) {
+  setenv("KILN_VULKAN_DEVICE_ADDRESS", "0", 1);
+  bool emulated = !vulkan::context(0)->info().device_address;
+  unsetenv("KILN_VULKAN_DEVICE_ADDRESS");
+  if (!emulated) GTEST_SKIP() << "vulkan:0 was set up before this test; run it alone (ctest does)";
+  Kernel k = elementwise(
+      {int8},
+      [](std::vector<int> in) {
+        Value v;
+        v.kind = ValueKind::Unary, v.unary = UnaryOp::Negative, v.dtype = int8, v.a = in[0];
+        return v;
+      },
+      16);
+  Backend& be = vk_backend();
+  auto ck = be.compile(0, k);
+  auto big = be.allocate(0, (size_t{128} << 20) + 64);
+  auto out = be.allocate(0, 16);
+  KernelArgs args;
+  args.buffers = {big.get(), out.get()};
+  auto q = be.create_queue(0);
+  test::expect_error([&] { q->enqueue_kernel(*ck, args); },
+                     {"maxStorageBufferRange", "134217792 bytes", "bufferDeviceAddress"});
+}
+
 // SPIR-V is cached on disk per kernel: a second compile of the same GLSL is a hit, and a damaged
 // entry (here: a flipped byte, then a truncated file) is rejected, rebuilt and rewritten.
 TEST_F(Vulkan, DiskCacheRebuildsCorruptEntries) {
