@@ -66,6 +66,15 @@ class Queue {
   virtual EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) = 0;
   virtual EventPtr enqueue_matmul(const MatmulArgs& args) = 0;
   virtual void finish() = 0;  // waits for all enqueued work
+  // Orders the work enqueued next on this queue after the device work behind `ev` (an Event
+  // another queue of the same backend returned) on the device itself, with no host thread
+  // waiting (Vulkan: the next submission waits on the producer lane's timeline value). False
+  // when this queue cannot (another device or backend, a host queue): the caller then waits
+  // for `ev` before enqueuing, as it does today.
+  virtual bool enqueue_wait(const EventPtr& ev) {
+    (void)ev;
+    return false;
+  }
   // True when enqueue_* complete the work before returning (host backends).
   virtual bool runs_inline() const = 0;
 };

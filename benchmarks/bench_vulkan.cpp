@@ -8,7 +8,7 @@
 //    again in another fresh process with the caches it left (warm: Kiln's SPIR-V cache and
 //    Mesa's shader cache);
 //  - matmul 1024 x 1024 x 1024 float32 GFLOP/s on vulkan:0 and on cpu.
-//   build/benchmarks/bench_vulkan
+//   build/benchmarks/bench_vulkan [gelu|dispatch|first|matmul]
 #include <unistd.h>
 
 #include <algorithm>
@@ -149,9 +149,11 @@ int main(int argc, char** argv) {
     std::printf("bench_vulkan needs the vulkan and cpu backends\n");
     return 0;
   }
-  bench_gelu();
-  bench_dispatch();
-  bench_first_call(argv[0]);
-  bench_matmul();
+  // An argument picks one part: gelu, dispatch, first, matmul (for profiling).
+  std::string only = argc > 1 ? argv[1] : "";
+  if (only.empty() || only == "gelu") bench_gelu();
+  if (only.empty() || only == "dispatch") bench_dispatch();
+  if (only.empty() || only == "first") bench_first_call(argv[0]);
+  if (only.empty() || only == "matmul") bench_matmul();
   return 0;
 }

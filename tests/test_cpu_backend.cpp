@@ -27,9 +27,9 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/disk_cache.h"
 #include "backends/cpu/jit.h"
-#include "backends/cpu/split_reduce.h"
 #include "backends/extension.h"
 #include "backends/scalar_ops.h"
+#include "backends/split_reduce.h"
 #include "kernel_diff.h"
 #include "kiln.h"
 
@@ -308,7 +308,8 @@ TEST(CpuBackend, FullReductionsSplitAcrossThreads) {
       }
       store(k, od, map_of({0}), add(k, sum));
       store(k, od, map_of({0}, 1), rv);
-      EXPECT_EQ(cpu::split_full_reduction(merge_axes(k)).has_value(), rop != ReduceOp::Argmax);
+      EXPECT_EQ(split_full_reduction(merge_axes(k), SplitOptions{}).has_value(),
+                rop != ReduceOp::Argmax);
       bool fsum = d.is_float() && (rop == ReduceOp::Sum || rop == ReduceOp::Prod);
       Bytes data = sample(d, n + 7, 300 + op, !fsum);
       if (rop == ReduceOp::Prod) {  // products of +-1 (and a few 1 + 2^-20): no overflow

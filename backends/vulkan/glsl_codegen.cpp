@@ -62,7 +62,7 @@ class Emitter {
     sh.nparams = k_.num_params();
     nparams_ = sh.nparams;
     find_vector_buffers();
-    if (!vec_.empty()) sh.points_per_invocation = 4;
+    if (!vec_.empty()) sh.points_per_invocation = width_;
     std::ostringstream body;
     if (k_.reduce)
       emit_reduction(body);
@@ -71,18 +71,32 @@ class Emitter {
     std::ostringstream os;
     os << "#version 450\n";
     if (f_.int64) os << "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+    if (uses_subgroups_)
+      os << "#extension GL_KHR_shader_subgroup_arithmetic : require\n"
+         << "#extension GL_KHR_shader_subgroup_shuffle : require\n";
+    if (f_.by_address)
+      os << "#extension GL_EXT_buffer_reference : require\n"
+         << "#extension GL_EXT_buffer_reference_uvec2 : require\n";
     os << "layout(local_size_x = " << kLocalSize << ") in;\n";
     // 32-bit addressing: the host checks at launch that every extent product and buffer fits
     // (storage buffers are at most maxStorageBufferRange bytes); 64-bit index arithmetic costs
     // ~4x on lavapipe and more on GPUs.
     os << "#define IDX int\n";
-    for (size_t b = 0; b < k_.buffers.size(); ++b)
-      os << "layout(std430, set = 0, binding = " << b << ") buffer B" << b << " { "
-         << (vec_.count(static_cast<int>(b)) ? vec_type(k_.buffers[b].dtype)
-                                             : storage_type(k_.buffers[b].dtype))
-         << " d[]; } b" << b << ";\n";
-    os << "layout(std430, set = 0, binding = " << k_.buffers.size()
+    int nbuf = static_cast<int>(k_.buffers.size());
+    os << "layout(std430, set = 0, binding = " << (f_.by_address ? 0 : nbuf)
        << ") readonly buffer Params { uvec2 w[]; } prm;\n";
+    if (f_.by_address) sh.address_slot = nparams_ + static_cast<int>(float_slots_.size());
+    for (int b = 0; b < nbuf; ++b) {
+      std::string elem =
+          vec_.count(b) ? vec_type(k_.buffers[b].dtype) : storage_type(k_.buffers[b].dtype);
+      if (f_.by_address)  // bN names the reference, so the body reads bN.d[i] either way
+        os << "layout(buffer_reference, std430, buffer_reference_align = 16) buffer R" << b << " { "
+           << elem << " d[]; };\n#define b" << b << " R" << b << "(prm.w[" << sh.address_slot + b
+           << "])\n";
+      else
+        os << "layout(std430, set = 0, binding = " << b << ") buffer B" << b << " { " << elem
+           << " d[]; } b" << b << ";\n";
+    }
     os << glsl_prelude(f_.float64, f_.int64);
     os << "IDX k_param(int p) { return int(prm.w[p].x); }\n";
     os << "IDX k_group() { return (IDX(gl_WorkGroupID.z) * IDX(gl_NumWorkGroups.y) + "
@@ -151,15 +165,32 @@ class Emitter {
 
   std::string v(int i) { return "v" + std::to_string(i); }
 
-  static const char* vec_type(Dtype d) {
+  const char* vec_type(Dtype d) const {
+    if (width_ == 8) return "u64vec4";
     return d == float32 ? "vec4" : d == int32 ? "ivec4" : "uvec4";
   }
 
+  // With 8-point steps a u64vec4 holds 8 elements as 32-bit halves: their value from bits...
+  static std::string from_bits(Dtype d, const std::string& bits) {
+    if (d == float32) return "uintBitsToFloat(" + bits + ")";
+    if (d == int32) return "int(" + bits + ")";
+    return bits;
+  }
+  // ...and their bits from a value.
+  static std::string to_bits(Dtype d, const std::string& x) {
+    if (d == float32) return "floatBitsToUint(" + x + ")";
+    if (d == int32) return "uint(" + x + ")";
+    return x;
+  }
+
   // Element-wise 1-D kernels whose every buffer is walked with stride 1 (4-byte dtypes, offsets
-  // a multiple of 4) or 0 (inputs) read and write those buffers as 4-vectors: each invocation
-  // does 4 points per step. On lavapipe every storage-buffer access costs a per-lane loop, so
-  // this is ~4x fewer of them; on GPUs it is the usual vectorised access.
+  // a multiple of the step) or 0 (inputs) read and write those buffers as vectors: each
+  // invocation does 4 points per step through vec4 accesses (the usual vectorised access on
+  // GPUs), or 8 through u64vec4 ones with ShaderFeatures::wide_access (lavapipe runs every
+  // storage-buffer access as a loop over its SIMD lanes, one iteration per lane and component,
+  // so fewer, wider components pay there).
   void find_vector_buffers() {
+    width_ = f_.wide_access && f_.int64 ? 8 : 4;
     if (k_.reduce || k_.ndim() != 1) return;
     std::set<int> vec;
     for (int b = 0; b < static_cast<int>(k_.buffers.size()); ++b) {
@@ -168,7 +199,7 @@ class Emitter {
       if (st.is_runtime()) return;
       if (st.value == 1) {
         if (kb.dtype.size() != 4 || kb.dtype.is_bool() || kb.map.offset.is_runtime() ||
-            kb.map.offset.value % 4 != 0)
+            kb.map.offset.value % width_ != 0)
           return;
         vec.insert(b);
       } else if (st.value != 0 || kb.output) {
@@ -230,7 +261,15 @@ class Emitter {
     std::string a = "(" + address(k_.buffers[b].map) + ")";
     std::string arr = "b" + std::to_string(b) + ".d";
     if (vec_.count(b)) {
-      if (lane_ >= 0) return "L" + std::to_string(b) + "[" + std::to_string(lane_) + "]";
+      std::string L = "L" + std::to_string(b);
+      if (width_ == 8) {
+        if (lane_ >= 0)
+          return from_bits(d, "uint(" + L + "[" + std::to_string(lane_ / 2) + "]" +
+                                  (lane_ % 2 ? " >> 32" : "") + ")");
+        return from_bits(d, "uint(" + arr + "[uint(" + a + " >> 3)][uint((" + a +
+                                " >> 1) & IDX(3))] >> (uint(" + a + " & IDX(1)) * 32u))");
+      }
+      if (lane_ >= 0) return L + "[" + std::to_string(lane_) + "]";
       return arr + "[uint(" + a + " >> 2)][uint(" + a + " & IDX(3))]";
     }
     int bits = packed_bits(d);
@@ -252,6 +291,17 @@ class Emitter {
     std::string a = "(" + address(k_.buffers[s.buffer].map) + ")";
     std::string arr = "b" + std::to_string(s.buffer) + ".d";
     std::string x = v(s.value);
+    if (vec_.count(s.buffer) && width_ == 8) {
+      if (lane_ >= 0) {
+        os << "  O" << s.buffer << "[" << lane_ << "] = " << to_bits(d, x) << ";\n";
+      } else {  // the tail: this invocation owns every element of the words it touches
+        std::string w = arr + "[uint(" + a + " >> 3)][uint((" + a + " >> 1) & IDX(3))]";
+        os << "  { uint sh = uint(" << a << " & IDX(1)) * 32u;\n"
+           << "    " << w << " = (" << w << " & ~(0xfffffffful << sh)) | (uint64_t("
+           << to_bits(d, x) << ") << sh); }\n";
+      }
+      return;
+    }
     if (vec_.count(s.buffer)) {
       if (lane_ >= 0)
         os << "  O" << s.buffer << "[" << lane_ << "] = " << x << ";\n";
@@ -538,6 +588,7 @@ class Emitter {
   }
 
   void emit_elementwise_vec4(std::ostream& os) {
+    const std::string W = std::to_string(width_);
     os << "void main() {\n"
        << "  IDX npoints = " << dim(k_.domain[0]) << ";\n"
        << "  IDX stride = IDX(gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z) * IDX("
@@ -545,34 +596,87 @@ class Emitter {
     declare_coords(os);
     emit_constants(os);
     os << "  for (IDX q = k_group() * IDX(" << kLocalSize
-       << ") + IDX(gl_LocalInvocationID.x); q * IDX(4) < npoints; q += stride) {\n"
-       << "  IDX base = q * IDX(4);\n"
-       << "  if (base + IDX(4) <= npoints) {\n";
+       << ") + IDX(gl_LocalInvocationID.x); q * IDX(" << W << ") < npoints; q += stride) {\n"
+       << "  IDX base = q * IDX(" << W << ");\n"
+       << "  if (base + IDX(" << W << ") <= npoints) {\n";
     std::set<int> loaded;
     for (const Value& val : k_.body)
       if (val.kind == ValueKind::Load && vec_.count(val.buffer)) loaded.insert(val.buffer);
-    auto quad = [&](int b) {  // the vec4 index of quad q in buffer b
-      return "uint(" + std::to_string(k_.buffers[b].map.offset.value / 4) + " + q)";
+    auto step = [&](int b) {  // the vector index of step q in buffer b
+      return "uint(" + std::to_string(k_.buffers[b].map.offset.value / width_) + " + q)";
     };
     for (int b : loaded)
-      os << "  " << vec_type(k_.buffers[b].dtype) << " L" << b << " = b" << b << ".d[" << quad(b)
+      os << "  " << vec_type(k_.buffers[b].dtype) << " L" << b << " = b" << b << ".d[" << step(b)
          << "];\n";
-    for (const Store& st : k_.stores)
-      os << "  " << vec_type(k_.buffers[st.buffer].dtype) << " O" << st.buffer << ";\n";
-    for (lane_ = 0; lane_ < 4; ++lane_) {
+    for (const Store& st : k_.stores) {
+      if (width_ == 8)
+        os << "  uint O" << st.buffer << "[8];\n";
+      else
+        os << "  " << vec_type(k_.buffers[st.buffer].dtype) << " O" << st.buffer << ";\n";
+    }
+    for (lane_ = 0; lane_ < width_; ++lane_) {
       os << "  {\n  i0 = base + IDX(" << lane_ << ");\n";
       for (int i = 0; i < static_cast<int>(k_.body.size()); ++i) emit_value(os, i);
       for (const Store& st : k_.stores) store(os, st);
       os << "  }\n";
     }
     lane_ = -1;
-    for (const Store& st : k_.stores)
-      os << "  b" << st.buffer << ".d[" << quad(st.buffer) << "] = O" << st.buffer << ";\n";
+    for (const Store& st : k_.stores) {
+      std::string O = "O" + std::to_string(st.buffer);
+      os << "  b" << st.buffer << ".d[" << step(st.buffer) << "] = ";
+      if (width_ == 8) {
+        os << "u64vec4(";
+        for (int j = 0; j < 4; ++j)
+          os << (j ? ", " : "") << "(uint64_t(" << O << "[" << 2 * j + 1 << "]) << 32) | uint64_t("
+             << O << "[" << 2 * j << "])";
+        os << ");\n";
+      } else {
+        os << O << ";\n";
+      }
+    }
     os << "  } else {\n"
        << "  for (i0 = base; i0 < npoints; ++i0) {\n";
     for (int i = 0; i < static_cast<int>(k_.body.size()); ++i) emit_value(os, i);
     for (const Store& st : k_.stores) store(os, st);
     os << "  }\n  }\n  }\n}\n";
+  }
+
+  // acc = acc (op) xv for sums and products (bool: or/and; 8-bit integers wrapped).
+  void combine_into(std::ostream& o, ReduceOp op, Dtype acc_d, const std::string& acc,
+                    const std::string& xv) {
+    if (op == ReduceOp::Sum) {
+      if (acc_d.is_bool())
+        o << acc << " = " << acc << " || " << xv << ";\n";
+      else
+        o << acc << " = " << wrap(acc_d, acc + " + " + xv) << ";\n";
+    } else {
+      if (acc_d.is_bool())
+        o << acc << " = " << acc << " && " << xv << ";\n";
+      else
+        o << acc << " = " << wrap(acc_d, acc + " * " + xv) << ";\n";
+    }
+  }
+
+  // Combines acc/has/best across the subgroup (see emit_reduction).
+  void subgroup_stage(std::ostream& os, ReduceOp op, Dtype acc_d) {
+    if (op == ReduceOp::Sum || op == ReduceOp::Prod) {
+      bool sum = op == ReduceOp::Sum;
+      if (acc_d.is_bool())
+        os << "  acc = " << (sum ? "subgroupOr" : "subgroupAnd") << "(uint(acc)) != 0u;\n";
+      else
+        os << "  acc = " << wrap(acc_d, std::string(sum ? "subgroupAdd" : "subgroupMul") + "(acc)")
+           << ";\n";
+      return;  // `has` only matters to max/min/argmax
+    }
+    std::string shuffled =
+        acc_d.is_bool() ? "(subgroupShuffleXor(uint(acc), o) != 0u)" : "subgroupShuffleXor(acc, o)";
+    os << "  for (uint o = 1u; o < gl_SubgroupSize; o <<= 1) {\n"
+       << "    " << ctype(acc_d) << " ov = " << shuffled << ";\n"
+       << "    bool oh = subgroupShuffleXor(uint(has), o) != 0u;\n"
+       << "    IDX op = subgroupShuffleXor(best, o);\n"
+       << "    if (oh && (!has || k_better(ov, op, acc, best))) { acc = ov; best = op; has = true; "
+          "}\n"
+       << "  }\n";
   }
 
   void emit_reduction(std::ostream& os) {
@@ -625,17 +729,7 @@ class Emitter {
     if (!minmax) x = std::string(A) + "(" + x + ")";
     os << "  " << A << " x = " << x << ";\n";
     auto combine = [&](std::ostream& o, const std::string& acc, const std::string& xv) {
-      if (op == ReduceOp::Sum) {
-        if (acc_d.is_bool())
-          o << acc << " = " << acc << " || " << xv << ";\n";
-        else
-          o << acc << " = " << wrap(acc_d, acc + " + " + xv) << ";\n";
-      } else {
-        if (acc_d.is_bool())
-          o << acc << " = " << acc << " && " << xv << ";\n";
-        else
-          o << acc << " = " << wrap(acc_d, acc + " * " + xv) << ";\n";
-      }
+      combine_into(o, op, acc_d, acc, xv);
     };
     if (minmax) {
       os << "  if (!has || k_better(x, r, acc, best)) { acc = x; best = r; }\n  has = true;\n";
@@ -644,20 +738,43 @@ class Emitter {
       combine(os, "acc", "x");
     }
     os << "  }\n";
-    os << "  s_v[lid] = acc; s_h[lid] = has; s_p[lid] = best;\n  barrier();\n"
-       << "  for (uint s = " << kLocalSize / 2 << "u; s > 0u; s >>= 1) {\n"
-       << "    if (lid < s) {\n";
-    if (minmax) {
-      os << "      if (s_h[lid + s] && (!s_h[lid] || k_better(s_v[lid + s], s_p[lid + s], "
-            "s_v[lid], "
-            "s_p[lid]))) {\n"
-         << "        s_v[lid] = s_v[lid + s]; s_p[lid] = s_p[lid + s]; s_h[lid] = true;\n      }\n";
+    // Subgroup operations where the device has them (not for 64-bit integers, whose subgroup
+    // forms need shaderSubgroupExtendedTypes): sums and products through subgroupAdd/Mul (bool
+    // ones through Or/And), max/min/argmax through a butterfly of subgroupShuffleXor choosing
+    // with k_better (a total order, so every lane ends with the same, unique best); then one
+    // partial per subgroup in shared memory, combined in order by invocation 0. Otherwise a
+    // shared-memory tree over all 64 invocations.
+    if (f_.subgroups && acc_d != int64 && acc_d != uint64) {
+      uses_subgroups_ = true;
+      subgroup_stage(os, op, acc_d);
+      os << "  if (gl_SubgroupInvocationID == 0u) {\n"
+         << "    s_v[gl_SubgroupID] = acc; s_h[gl_SubgroupID] = has; s_p[gl_SubgroupID] = best;\n"
+         << "  }\n  barrier();\n  if (lid == 0u) {\n"
+         << "  for (uint s = 1u; s < gl_NumSubgroups; ++s) {\n";
+      if (minmax) {
+        os << "    if (s_h[s] && (!s_h[0] || k_better(s_v[s], s_p[s], s_v[0], s_p[0]))) {\n"
+           << "      s_v[0] = s_v[s]; s_p[0] = s_p[s]; s_h[0] = true;\n    }\n";
+      } else {
+        os << "    ";
+        combine(os, "s_v[0]", "s_v[s]");
+      }
+      os << "  }\n";
     } else {
-      os << "      ";
-      combine(os, "s_v[lid]", "s_v[lid + s]");
+      os << "  s_v[lid] = acc; s_h[lid] = has; s_p[lid] = best;\n  barrier();\n"
+         << "  for (uint s = " << kLocalSize / 2 << "u; s > 0u; s >>= 1) {\n"
+         << "    if (lid < s) {\n";
+      if (minmax) {
+        os << "      if (s_h[lid + s] && (!s_h[lid] || k_better(s_v[lid + s], s_p[lid + s], "
+              "s_v[lid], s_p[lid]))) {\n"
+           << "        s_v[lid] = s_v[lid + s]; s_p[lid] = s_p[lid + s]; s_h[lid] = true;\n"
+           << "      }\n";
+      } else {
+        os << "      ";
+        combine(os, "s_v[lid]", "s_v[lid + s]");
+      }
+      os << "    }\n    barrier();\n  }\n"
+         << "  if (lid == 0u) {\n";
     }
-    os << "    }\n    barrier();\n  }\n"
-       << "  if (lid == 0u) {\n";
     for (int a = kept; a < n; ++a) os << "  i" << a << " = IDX(0);\n";
     std::string result;
     if (op == ReduceOp::Argmax)
@@ -678,7 +795,9 @@ class Emitter {
   const ShaderFeatures& f_;
   int nparams_ = 0;
   std::set<int> vec_;  // buffers accessed as 4-vectors
-  int lane_ = -1;      // >= 0: emitting lane lane_ of a 4-point step
+  bool uses_subgroups_ = false;
+  int width_ = 4;  // points per vector step: 4 (vec4) or 8 (u64vec4)
+  int lane_ = -1;  // >= 0: emitting lane lane_ of a vector step
   std::vector<FloatSlot> float_slots_;
 };
 

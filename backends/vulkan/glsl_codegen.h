@@ -17,6 +17,16 @@ struct ShaderFeatures {
   bool float64 = false;  // shaderFloat64
   bool int64 = false;    // shaderInt64
   std::string device;    // "vulkan:0 (llvmpipe)", for error messages
+  // Reach the kernel's buffers through 64-bit buffer device addresses read from the params
+  // buffer (then bound alone, at binding 0) instead of one storage-buffer binding each: the
+  // form of a kernel whose buffers exceed maxStorageBufferRange.
+  bool by_address = false;
+  // Contiguous element-wise kernels step 8 points through u64vec4 accesses instead of 4 through
+  // vec4 (needs int64): for a CPU device, where each access is a loop over SIMD lanes.
+  bool wide_access = false;
+  // Subgroup arithmetic and shuffles in compute shaders: reductions combine within subgroups
+  // first (else a shared-memory tree over the workgroup).
+  bool subgroups = false;
 };
 
 // A float launch scalar the host converts before a launch: params slot `slot` receives the
@@ -33,6 +43,8 @@ struct Shader {
   int points_per_invocation = 1;
   int nparams = 0;  // words of the kernel's own params
   std::vector<FloatSlot> float_slots;
+  // by_address: params word address_slot + b holds the device address of buffer b.
+  int address_slot = -1;
 };
 
 // Raises kiln::Error naming the device feature a kernel needs and the device lacks.

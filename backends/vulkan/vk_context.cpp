@@ -120,6 +120,13 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
   info.driver = std::string(driver.driverName) + " " + driver.driverInfo;
   info.float64 = feats.features.shaderFloat64;
   info.int64 = feats.features.shaderInt64;
+  info.device_address = f12.bufferDeviceAddress;
+  const VkSubgroupFeatureFlags ops = VK_SUBGROUP_FEATURE_BASIC_BIT |
+                                     VK_SUBGROUP_FEATURE_ARITHMETIC_BIT |
+                                     VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+  info.subgroup_size = subgroup.subgroupSize;
+  info.subgroups = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                   (subgroup.supportedOperations & ops) == ops;
   for (int i = 0; i < 3; ++i) info.max_groups[i] = lim.maxComputeWorkGroupCount[i];
   info.max_storage_range = lim.maxStorageBufferRange;
   info.driver_version = props.properties.driverVersion;
@@ -136,9 +143,10 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
   for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)
     os << (h ? "," : "") << " " << mib(mem.memoryHeaps[h].size)
        << (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT ? " device-local" : "");
-  os << "; subgroup " << subgroup.subgroupSize << "; shaderFloat64 "
-     << (info.float64 ? "yes" : "no") << ", shaderInt64 " << (info.int64 ? "yes" : "no")
-     << "; maxStorageBufferRange " << mib(info.max_storage_range);
+  os << "; subgroup " << subgroup.subgroupSize << (info.subgroups ? " (arithmetic, shuffle)" : "")
+     << "; shaderFloat64 " << (info.float64 ? "yes" : "no") << ", shaderInt64 "
+     << (info.int64 ? "yes" : "no") << "; maxStorageBufferRange " << mib(info.max_storage_range)
+     << "; bufferDeviceAddress " << (info.device_address ? "yes" : "no");
   info.description = os.str();
 
   uint32_t nq = 0;
@@ -217,6 +225,9 @@ void GpuEvent::complete(std::exception_ptr e) {
 // ---- context --------------------------------------------------------------------------------
 
 Context::Context(int index) : index_(index), info_(physical_devices().at(index)) {
+  // Tests: the error of a device without bufferDeviceAddress on one that has it.
+  if (const char* v = std::getenv("KILN_VULKAN_DEVICE_ADDRESS"); v && std::strcmp(v, "0") == 0)
+    info_.device_address = false;
   float priority = 1.0f;
   VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
   qi.queueFamilyIndex = info_.queue_family;
@@ -224,6 +235,7 @@ Context::Context(int index) : index_(index), info_(physical_devices().at(index))
   qi.pQueuePriorities = &priority;
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   f12.timelineSemaphore = VK_TRUE;
+  f12.bufferDeviceAddress = info_.device_address;
   VkPhysicalDeviceFeatures2 feats{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   feats.pNext = &f12;
   feats.features.shaderFloat64 = info_.float64;

@@ -25,6 +25,12 @@ struct PhysicalInfo {
   bool usable = false;
   std::string reason;
   bool float64 = false, int64 = false;
+  // bufferDeviceAddress (Vulkan 1.2): kernels reach buffers beyond max_storage_range through
+  // 64-bit addresses instead of descriptors.
+  bool device_address = false;
+  // Subgroup basic, arithmetic and shuffle operations in compute shaders (reductions use them).
+  bool subgroups = false;
+  uint32_t subgroup_size = 0;
   bool cpu = false;  // VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe, SwiftShader)
   uint32_t queue_family = 0;
   uint32_t max_groups[3] = {65535, 65535, 65535};
@@ -41,13 +47,30 @@ const std::vector<PhysicalInfo>& physical_devices();
 // Validation-layer messages (warnings and errors) seen so far in this process.
 int64_t validation_message_count();
 
+class Context;
+
 class GpuEvent : public Event {
  public:
   void on_complete(std::function<void(std::exception_ptr)> f) override;
   void wait() override;
   void complete(std::exception_ptr e);
 
+  // The timeline value whose signal completes this event, on `ctx`'s device; `keep` holds the
+  // semaphore alive for submissions of other lanes that wait on it.
+  void set_timeline(const Context* ctx, VkSemaphore sem, uint64_t value,
+                    std::shared_ptr<void> keep) {
+    ctx_ = ctx, sem_ = sem, value_ = value, keep_ = std::move(keep);
+  }
+  const Context* context() const { return ctx_; }
+  VkSemaphore semaphore() const { return sem_; }
+  uint64_t value() const { return value_; }
+  const std::shared_ptr<void>& keep() const { return keep_; }
+
  private:
+  const Context* ctx_ = nullptr;
+  VkSemaphore sem_ = VK_NULL_HANDLE;
+  uint64_t value_ = 0;
+  std::shared_ptr<void> keep_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

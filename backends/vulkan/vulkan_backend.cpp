@@ -9,12 +9,13 @@
 #include <mutex>
 
 #include "backends/launch_check.h"
+#include "backends/split_reduce.h"
 #include "backends/vulkan/disk_cache.h"
 #include "backends/vulkan/flatten.h"
 #include "backends/vulkan/glsl_codegen.h"
 #include "backends/vulkan/glsl_compiler.h"
 #include "backends/vulkan/matmul_shader.h"
-#include "backends/vulkan/split_reduce.h"
+#include "backends/vulkan/memory.h"
 #include "backends/vulkan/vk_context.h"
 #include "graph/error.h"
 
@@ -26,92 +27,47 @@ using vulkan::check;
 using vulkan::Context;
 using vulkan::GpuEvent;
 
-// A VkBuffer with its own memory: host memory (params, staging) mapped for its life, or a
-// buffer in the context's buffer memory, mapped unless the context stages transfers.
-struct Allocation {
-  std::shared_ptr<Context> ctx;
-  VkBuffer buffer = VK_NULL_HANDLE;
-  VkDeviceMemory memory = VK_NULL_HANDLE;
-  void* mapped = nullptr;
-  size_t bytes = 0;
-
-  enum class Kind { Host, Buffer };
-  Allocation(std::shared_ptr<Context> c, size_t n, Kind kind = Kind::Host)
-      : ctx(std::move(c)), bytes(n) {
-    uint32_t type = kind == Kind::Host ? ctx->host_memory_type() : ctx->buffer_memory_type();
-    bool map = kind == Kind::Host || !ctx->staged();
-    VkDevice dev = ctx->device();
-    VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-    // Whole 16-byte words: packed byte types are read as uint words, contiguous 4-byte types
-    // as 4-vectors.
-    bi.size = (std::max<size_t>(n, 16) + 15) / 16 * 16;
-    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-    bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-    check(vkCreateBuffer(dev, &bi, nullptr, &buffer), "vkCreateBuffer");
-    VkMemoryRequirements req;
-    vkGetBufferMemoryRequirements(dev, buffer, &req);
-    if (!(req.memoryTypeBits & (1u << type))) {
-      vkDestroyBuffer(dev, buffer, nullptr);
-      throw_error("vulkan: ", ctx->label(), " cannot place a storage buffer in memory type ", type);
-    }
-    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-    ai.allocationSize = req.size;
-    ai.memoryTypeIndex = type;
-    VkResult r = vkAllocateMemory(dev, &ai, nullptr, &memory);
-    if (r != VK_SUCCESS) {
-      vkDestroyBuffer(dev, buffer, nullptr);
-      throw_error("vulkan: out of memory on ", ctx->label(), " allocating ", n, " bytes (VkResult ",
-                  static_cast<int>(r), ")");
-    }
-    check(vkBindBufferMemory(dev, buffer, memory, 0), "vkBindBufferMemory");
-    if (map) check(vkMapMemory(dev, memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory");
-  }
-  ~Allocation() {
-    vkDestroyBuffer(ctx->device(), buffer, nullptr);
-    vkFreeMemory(ctx->device(), memory, nullptr);
-  }
-  Allocation(const Allocation&) = delete;
-  Allocation& operator=(const Allocation&) = delete;
-};
+using vulkan::Allocation;
 
 class VulkanBuffer : public Buffer {
  public:
   VulkanBuffer(std::shared_ptr<Context> ctx, size_t bytes)
-      : alloc_(std::move(ctx), bytes, Allocation::Kind::Buffer),
-        device_{"vulkan", alloc_.ctx->index()} {}
-  size_t bytes() const override { return alloc_.bytes; }
+      : alloc_(vulkan::take_buffer(ctx, bytes)), device_{"vulkan", ctx->index()} {}
+  // The executor drops a buffer only after the work using it completed.
+  ~VulkanBuffer() override { vulkan::give_back_buffer(std::move(alloc_)); }
+  size_t bytes() const override { return alloc_->bytes; }
   Device device() const override { return device_; }
   void read(void* dst, size_t offset, size_t n) const override {
     bounds(offset, n, "read");
-    if (alloc_.mapped) {
-      std::memcpy(dst, static_cast<const char*>(alloc_.mapped) + offset, n);
+    if (alloc_->mapped) {
+      std::memcpy(dst, static_cast<const char*>(alloc_->mapped) + offset, n);
       return;
     }
-    Allocation staging(alloc_.ctx, n);
-    alloc_.ctx->transfer(alloc_.buffer, offset, staging.buffer, 0, n);
+    Allocation staging(alloc_->ctx, n);
+    alloc_->ctx->transfer(alloc_->buffer, offset, staging.buffer, 0, n);
     std::memcpy(dst, staging.mapped, n);
   }
   void write(const void* src, size_t offset, size_t n) override {
     bounds(offset, n, "write");
-    if (alloc_.mapped) {
-      std::memcpy(static_cast<char*>(alloc_.mapped) + offset, src, n);
+    if (alloc_->mapped) {
+      std::memcpy(static_cast<char*>(alloc_->mapped) + offset, src, n);
       return;
     }
-    Allocation staging(alloc_.ctx, n);
+    Allocation staging(alloc_->ctx, n);
     std::memcpy(staging.mapped, src, n);
-    alloc_.ctx->transfer(staging.buffer, 0, alloc_.buffer, offset, n);
+    alloc_->ctx->transfer(staging.buffer, 0, alloc_->buffer, offset, n);
   }
-  VkBuffer handle() const { return alloc_.buffer; }
-  const Context* context() const { return alloc_.ctx.get(); }
+  VkBuffer handle() const { return alloc_->buffer; }
+  VkDeviceAddress address() const { return alloc_->address; }
+  const Context* context() const { return alloc_->ctx.get(); }
 
  private:
   void bounds(size_t offset, size_t n, const char* what) const {
-    if (offset > alloc_.bytes || n > alloc_.bytes - offset)
+    if (offset > alloc_->bytes || n > alloc_->bytes - offset)
       throw_error("vulkan buffer ", what, " of ", n, " bytes at ", offset, " exceeds its ",
-                  alloc_.bytes, " bytes");
+                  alloc_->bytes, " bytes");
   }
-  Allocation alloc_;
+  std::unique_ptr<Allocation> alloc_;
   Device device_;
 };
 
@@ -178,6 +134,9 @@ struct Stage {
   std::unique_ptr<Pipeline> pipe;
 };
 
+Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const std::string& name,
+                  bool by_address = false);
+
 // A compiled kernel: one stage, or part/tail/combine stages of a split full reduction that
 // share a scratch buffer bound after the kernel's buffers.
 struct VulkanKernel : CompiledKernel {
@@ -185,13 +144,35 @@ struct VulkanKernel : CompiledKernel {
   LaunchCheck launch_check;
   std::vector<Stage> stages;
   size_t scratch_bytes = 0;
+  // The same stages reaching their buffers by address (ShaderFeatures::by_address), built on
+  // the first launch with a buffer beyond maxStorageBufferRange.
+  mutable std::mutex wide_mu;
+  mutable std::vector<Stage> wide_stages;
+
+  const std::vector<Stage>& wide(const std::shared_ptr<Context>& ctx) const {
+    std::lock_guard<std::mutex> lock(wide_mu);
+    if (wide_stages.empty()) {
+      std::vector<Stage> built;
+      for (const Stage& st : stages) built.push_back(build_stage(ctx, st.ir, ir.name, true));
+      wide_stages = std::move(built);
+      ctx->persist_pipeline_cache();
+    }
+    return wide_stages;
+  }
 };
 
-Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const std::string& name) {
+Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const std::string& name,
+                  bool by_address) {
   Stage st;
   st.ir = k;
   k.validate();  // a rewrite bug surfaces as kiln::Error, never as stray memory accesses
-  vulkan::ShaderFeatures f{ctx->info().float64, ctx->info().int64, ctx->label()};
+  vulkan::ShaderFeatures f{ctx->info().float64, ctx->info().int64, ctx->label(), by_address};
+  f.wide_access = ctx->info().cpu;
+  if (const char* w = std::getenv("KILN_VULKAN_WIDE_ACCESS"); w && *w)  // tests: both forms
+    f.wide_access = std::strcmp(w, "0") != 0;
+  f.subgroups = ctx->info().subgroups;
+  if (const char* g = std::getenv("KILN_VULKAN_SUBGROUPS"); g && *g)  // tests: the tree too
+    f.subgroups = f.subgroups && std::strcmp(g, "0") != 0;
   st.shader = vulkan::generate_glsl(k, f);
   // Fault injection for tests: a kernel whose name or GLSL contains KILN_VULKAN_FAULT_KERNEL
   // gets GLSL that glslang rejects, to check that a failed build fails only the work needing it.
@@ -204,8 +185,16 @@ Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const st
     std::fprintf(stderr, "// kiln vulkan kernel %s\n%s\n", k.name.c_str(),
                  st.shader.glsl.substr(st.shader.glsl.find("void main")).c_str());
   std::vector<uint32_t> spirv = vulkan::cached_spirv(k.hash(), st.shader.glsl, k.name);
-  st.pipe = std::make_unique<Pipeline>(ctx, spirv, static_cast<uint32_t>(k.buffers.size()) + 1, 0);
+  uint32_t bindings = by_address ? 1 : static_cast<uint32_t>(k.buffers.size()) + 1;
+  st.pipe = std::make_unique<Pipeline>(ctx, spirv, bindings, 0);
   return st;
+}
+
+// Full reductions of at least 2^16 elements run as 64 workgroups' partials (split_reduce.h):
+// one workgroup is one core of lavapipe, one compute unit of a GPU. Float partials are float64
+// where the device has shaderFloat64.
+SplitOptions split_options(const Context& ctx) {
+  return SplitOptions{64, int64_t{1} << 16, ctx.info().float64};
 }
 
 std::shared_ptr<VulkanKernel> build_kernel(std::shared_ptr<Context> ctx, const Kernel& k) {
@@ -213,11 +202,11 @@ std::shared_ptr<VulkanKernel> build_kernel(std::shared_ptr<Context> ctx, const K
   vk->ir = k;
   vk->launch_check = LaunchCheck(k);
   Kernel flat = vulkan::flatten_domain(k);
-  if (auto split = vulkan::split_full_reduction(flat, ctx->info().float64)) {
+  if (auto split = split_full_reduction(flat, split_options(*ctx))) {
     vk->stages.push_back(build_stage(ctx, split->part, k.name));
     if (split->tail) vk->stages.push_back(build_stage(ctx, *split->tail, k.name));
     vk->stages.push_back(build_stage(ctx, split->combine, k.name));
-    vk->scratch_bytes = static_cast<size_t>(split->partials) * split->partial.size();
+    vk->scratch_bytes = static_cast<size_t>(split->partials) * split->partial_dtype.size();
   } else {
     vk->stages.push_back(build_stage(ctx, flat, k.name));
   }
@@ -265,6 +254,14 @@ struct LaneState {
   uint64_t value = 0;  // last value submitted
   std::vector<std::unique_ptr<Allocation>> free_params;
   std::vector<VkDescriptorPool> free_pools;
+  // Other lanes' timeline values the next submission waits for (Queue::enqueue_wait), with
+  // what keeps their semaphores alive.
+  struct Wait {
+    VkSemaphore sem;
+    uint64_t value;
+    std::shared_ptr<void> keep;
+  };
+  std::vector<Wait> waits;
 
   explicit LaneState(std::shared_ptr<Context> c) : ctx(std::move(c)) {
     VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
@@ -306,27 +303,42 @@ class VulkanQueue : public Queue {
     auto& k = static_cast<const VulkanKernel&>(ck);
     k.launch_check(k.ir, args);
     std::vector<VkBuffer> handles;
-    for (Buffer* b : args.buffers) handles.push_back(own(b, k.ir.name)->handle());
-    size_t n = k.stages.size();
+    std::vector<VkDeviceAddress> addresses;
+    bool wide = false;
+    for (Buffer* b : args.buffers) {
+      VulkanBuffer* vb = own(b, k.ir.name);
+      handles.push_back(vb->handle());
+      addresses.push_back(vb->address());
+      wide = wide || beyond_binding_range(*vb, k.ir.name);
+    }
+    const std::vector<Stage>& stages = wide ? k.wide(ctx_) : k.stages;
+    size_t n = stages.size();
     std::vector<std::array<uint32_t, 3>> groups(n);
     for (size_t i = 0; i < n; ++i)
-      if (!grid(k.stages[i].ir, k.stages[i].shader, args.params, groups[i].data()))
+      if (!grid(stages[i].ir, stages[i].shader, args.params, groups[i].data()))
         return nullptr;  // an empty domain: nothing to run
     auto res = std::make_shared<LaunchResources>(lane_);
     if (k.scratch_bytes) {
       res->scratch = std::make_unique<Allocation>(ctx_, k.scratch_bytes, Allocation::Kind::Buffer);
       handles.push_back(res->scratch->buffer);
+      addresses.push_back(res->scratch->address);
     }
-    for (const Stage& st : k.stages) {
-      std::vector<VkBuffer> bound(handles.begin(),
-                                  handles.begin() + static_cast<long>(st.ir.buffers.size()));
-      write_params(launch_words(st.shader, args.params), *res);
+    for (const Stage& st : stages) {
+      size_t nb = st.ir.buffers.size();
+      std::vector<int64_t> words = launch_words(st.shader, args.params);
+      std::vector<VkBuffer> bound(handles.begin(), handles.begin() + static_cast<long>(nb));
+      if (wide) {  // the addresses follow the params; only the params buffer is bound
+        words.resize(static_cast<size_t>(st.shader.address_slot));
+        for (size_t b = 0; b < nb; ++b) words.push_back(static_cast<int64_t>(addresses[b]));
+        bound.clear();
+      }
+      write_params(words, *res);
       bind(*st.pipe, bound, *res);
     }
     return submit(res, [&](VkCommandBuffer cb) {
       for (size_t i = 0; i < n; ++i) {
         if (i) full_barrier(cb);  // the combine reads what the parts wrote
-        const Pipeline& p = *k.stages[i].pipe;
+        const Pipeline& p = *stages[i].pipe;
         vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
         vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &res->sets[i],
                                 0, nullptr);
@@ -368,6 +380,12 @@ class VulkanQueue : public Queue {
       throw_error("vulkan: matmul got ", a.a_offsets.size(), "/", a.b_offsets.size(), "/", nb,
                   " batch offsets for A/B/C (they must agree)");
     VulkanBuffer* bufs[3] = {own(a.a, "matmul"), own(a.b, "matmul"), own(a.c, "matmul")};
+    for (VulkanBuffer* b : bufs)
+      if (b->bytes() > ctx_->info().max_storage_range)
+        throw_error("vulkan: matmul on ", ctx_->label(), " got an operand of ", b->bytes(),
+                    " bytes, beyond the device's maxStorageBufferRange of ",
+                    ctx_->info().max_storage_range,
+                    " bytes (the matmul shader binds its operands; split the product)");
     check_matmul_bounds(a, bufs);
     if (nb == 0 || a.m == 0 || a.n == 0) return nullptr;
     std::vector<int64_t> words = {a.m, a.n, a.k, static_cast<int64_t>(nb)};
@@ -410,6 +428,15 @@ class VulkanQueue : public Queue {
 
   bool runs_inline() const override { return false; }
 
+  bool enqueue_wait(const EventPtr& ev) override {
+    auto* g = dynamic_cast<GpuEvent*>(ev.get());
+    if (!g || g->context() != ctx_.get() || !g->semaphore()) return false;
+    std::lock_guard<std::mutex> lock(lane_->mu);
+    if (g->semaphore() != lane_->timeline)  // this lane's own work is in order already
+      lane_->waits.push_back({g->semaphore(), g->value(), g->keep()});
+    return true;
+  }
+
  private:
   // Per-launch objects, released on the completion thread once the GPU is done with them.
   struct LaunchResources {
@@ -417,7 +444,8 @@ class VulkanQueue : public Queue {
     std::vector<std::unique_ptr<Allocation>> params;       // per dispatch
     std::vector<std::pair<VkDescriptorPool, bool>> pools;  // (pool, recyclable)
     std::vector<VkDescriptorSet> sets;
-    std::unique_ptr<Allocation> scratch;  // partials of a split reduction
+    std::unique_ptr<Allocation> scratch;        // partials of a split reduction
+    std::vector<std::shared_ptr<void>> waited;  // lanes whose semaphores the submission waits on
     explicit LaunchResources(std::shared_ptr<LaneState> l) : lane(std::move(l)) {}
     ~LaunchResources() {  // on the completion thread, after the GPU is done with them
       VkDevice d = lane->ctx->device();
@@ -451,15 +479,23 @@ class VulkanQueue : public Queue {
       throw_error("vulkan: kernel ", kernel, " on ", ctx_->label(), " got a buffer of ",
                   b ? b->device().str() : std::string("nothing"),
                   " (plans copy inputs to the kernel's device)");
-    if (vb->bytes() > ctx_->info().max_storage_range)
-      throw_error("vulkan: ", kernel, " on ", ctx_->label(), " binds a buffer of ", vb->bytes(),
-                  " bytes, beyond the device's maxStorageBufferRange of ",
-                  ctx_->info().max_storage_range,
-                  " bytes (tensors that large are not supported on this device yet)");
     if (vb->bytes() > static_cast<size_t>(INT32_MAX))
       throw_error("vulkan: ", kernel, " binds a buffer of ", vb->bytes(),
                   " bytes, beyond the backend's 32-bit addressing");
     return vb;
+  }
+
+  // True when `b` is too large for a storage-buffer binding, so the kernel must reach it by
+  // address; raises kiln::Error when the device cannot.
+  bool beyond_binding_range(const VulkanBuffer& b, const std::string& kernel) const {
+    if (b.bytes() <= ctx_->info().max_storage_range) return false;
+    if (!ctx_->info().device_address)
+      throw_error("vulkan: ", kernel, " on ", ctx_->label(), " uses a buffer of ", b.bytes(),
+                  " bytes, beyond the device's maxStorageBufferRange of ",
+                  ctx_->info().max_storage_range,
+                  " bytes; larger tensors need the device feature bufferDeviceAddress, which "
+                  "this device does not offer");
+    return true;
   }
 
   // Workgroups for a launch, folded into 2-D/3-D grids past the per-dimension limit.
@@ -608,29 +644,39 @@ class VulkanQueue : public Queue {
       record(cb);
       full_barrier(cb);
       check(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
-      uint64_t wait = lane->value, signal = lane->value + 1;
+      // The lane's previous value, then any producers on other lanes (enqueue_wait).
+      std::vector<VkSemaphore> sems = {lane->timeline};
+      std::vector<uint64_t> values = {lane->value};
+      for (LaneState::Wait& w : lane->waits) {
+        sems.push_back(w.sem);
+        values.push_back(w.value);
+      }
+      uint64_t signal = lane->value + 1;
       VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
-      ti.waitSemaphoreValueCount = 1;
-      ti.pWaitSemaphoreValues = &wait;
+      ti.waitSemaphoreValueCount = static_cast<uint32_t>(values.size());
+      ti.pWaitSemaphoreValues = values.data();
       ti.signalSemaphoreValueCount = 1;
       ti.pSignalSemaphoreValues = &signal;
-      VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+      std::vector<VkPipelineStageFlags> stages(sems.size(), VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
       VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
       si.pNext = &ti;
-      si.waitSemaphoreCount = 1;
-      si.pWaitSemaphores = &lane->timeline;
-      si.pWaitDstStageMask = &stage;
+      si.waitSemaphoreCount = static_cast<uint32_t>(sems.size());
+      si.pWaitSemaphores = sems.data();
+      si.pWaitDstStageMask = stages.data();
       si.commandBufferCount = 1;
       si.pCommandBuffers = &cb;
       si.signalSemaphoreCount = 1;
       si.pSignalSemaphores = &lane->timeline;
       ctx_->submit(si);
       lane->value = signal;
+      for (LaneState::Wait& w : lane->waits) res->waited.push_back(std::move(w.keep));
+      lane->waits.clear();
     } catch (...) {
       vkFreeCommandBuffers(ctx_->device(), lane->pool, 1, &cb);
       throw;
     }
     auto ev = std::make_shared<GpuEvent>();
+    ev->set_timeline(ctx_.get(), lane->timeline, lane->value, lane);
     ctx_->watch(lane->timeline, lane->value, ev, [free_cb, res]() mutable {
       free_cb();
       res.reset();

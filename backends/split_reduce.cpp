@@ -1,8 +1,8 @@
-#include "backends/cpu/split_reduce.h"
+#include "backends/split_reduce.h"
 
 #include <map>
 
-namespace kiln::cpu {
+namespace kiln {
 
 namespace {
 
@@ -29,10 +29,10 @@ IndexMap split_map(const IndexMap& m, int64_t len, int64_t first) {
 // `parts` partial reductions of `len` elements each, starting at element `first`, written to
 // the scratch buffer from element `out_offset` on.
 Kernel make_part(const Kernel& k, Dtype partial, int64_t parts, int64_t len, int64_t first,
-                 int64_t out_offset) {
+                 int64_t out_offset, const char* suffix) {
   const Reduction& red = *k.reduce;
   Kernel p;
-  p.name = k.name + "_part";
+  p.name = k.name + suffix;
   p.domain = {Dim::constant(parts), Dim::constant(len)};
   for (const KernelBuffer& b : k.buffers)
     p.buffers.push_back({b.dtype, false, split_map(b.map, len, first)});  // parts store none
@@ -87,24 +87,27 @@ Kernel make_combine(const Kernel& k, Dtype partial, int64_t nparts) {
 
 }  // namespace
 
-std::optional<SplitReduce> split_full_reduction(const Kernel& k) {
+std::optional<SplitReduce> split_full_reduction(const Kernel& k, const SplitOptions& opt) {
   if (!k.reduce || k.kept_axes() != 0 || k.ndim() != 1) return std::nullopt;
   if (k.reduce->op == ReduceOp::Argmax || !all_constant(k)) return std::nullopt;
   int64_t n = k.domain[0].value;
-  if (n < SplitReduce::kMinElements) return std::nullopt;
+  if (n < opt.min_elements) return std::nullopt;
   const Value& rv = k.body[k.reduce->value];
   Dtype in = k.body[rv.a].dtype;
   bool fsum = in.is_float() && (k.reduce->op == ReduceOp::Sum || k.reduce->op == ReduceOp::Prod);
   SplitReduce s;
   // Partials keep the accumulator's precision: double sums, float32 for 16-bit max/min (whose
   // result is a float32 value until the final store).
-  s.partial_dtype = fsum ? float64 : rv.dtype.is_half() ? float32 : rv.dtype;
-  int64_t len = n / SplitReduce::kParts, rest = n - SplitReduce::kParts * len;
-  s.part = make_part(k, s.partial_dtype, SplitReduce::kParts, len, 0, 0);
-  if (rest > 0)
-    s.tail = make_part(k, s.partial_dtype, 1, rest, SplitReduce::kParts * len, SplitReduce::kParts);
-  s.combine = make_combine(k, s.partial_dtype, SplitReduce::kParts + (rest > 0 ? 1 : 0));
+  s.partial_dtype = fsum && opt.float64_partials ? float64
+                    : rv.dtype.is_half()         ? float32
+                                                 : rv.dtype;
+  const int64_t parts = opt.parts;
+  int64_t len = n / parts, rest = n - parts * len;
+  s.part = make_part(k, s.partial_dtype, parts, len, 0, 0, "_part");
+  if (rest > 0) s.tail = make_part(k, s.partial_dtype, 1, rest, parts * len, parts, "_tail");
+  s.partials = parts + (rest > 0 ? 1 : 0);
+  s.combine = make_combine(k, s.partial_dtype, s.partials);
   return s;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln

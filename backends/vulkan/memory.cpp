@@ -1,0 +1,132 @@
+#include "backends/vulkan/memory.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "graph/error.h"
+
+namespace kiln::vulkan {
+
+Allocation::Allocation(std::shared_ptr<Context> c, size_t n, Kind k)
+    : ctx(std::move(c)), bytes(n), capacity(capacity_for(n)), kind(k) {
+  uint32_t type = kind == Kind::Host ? ctx->host_memory_type() : ctx->buffer_memory_type();
+  bool map = kind == Kind::Host || !ctx->staged();
+  VkDevice dev = ctx->device();
+  VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  // Whole 16-byte words: packed byte types are read as uint words, contiguous 4-byte types as
+  // 4-vectors.
+  bi.size = capacity;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+             VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  // Any buffer may be bound beyond maxStorageBufferRange, hence reached by address.
+  bool addressed = kind == Kind::Buffer && ctx->info().device_address;
+  if (addressed) bi.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+  bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  check(vkCreateBuffer(dev, &bi, nullptr, &buffer), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(dev, buffer, &req);
+  if (!(req.memoryTypeBits & (1u << type))) {
+    vkDestroyBuffer(dev, buffer, nullptr);
+    throw_error("vulkan: ", ctx->label(), " cannot place a storage buffer in memory type ", type);
+  }
+  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  ai.allocationSize = req.size;
+  ai.memoryTypeIndex = type;
+  VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+  flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+  if (addressed) ai.pNext = &flags;
+  VkResult r = vkAllocateMemory(dev, &ai, nullptr, &memory);
+  if (r != VK_SUCCESS) {
+    vkDestroyBuffer(dev, buffer, nullptr);
+    throw_error("vulkan: out of memory on ", ctx->label(), " allocating ", n, " bytes (VkResult ",
+                static_cast<int>(r), ")");
+  }
+  check(vkBindBufferMemory(dev, buffer, memory, 0), "vkBindBufferMemory");
+  if (map) check(vkMapMemory(dev, memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory");
+  if (addressed) {
+    VkBufferDeviceAddressInfo info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+    info.buffer = buffer;
+    address = vkGetBufferDeviceAddress(dev, &info);
+  }
+}
+
+Allocation::~Allocation() {
+  vkDestroyBuffer(ctx->device(), buffer, nullptr);
+  vkFreeMemory(ctx->device(), memory, nullptr);
+}
+
+namespace {
+
+// Allocations below this size are not kept (a fresh one is cheap); kept ones total at most
+// kBudget bytes per device.
+constexpr size_t kPooledMin = size_t{1} << 16;
+constexpr size_t kBudget = size_t{512} << 20;
+
+struct Pool {
+  std::mutex mu;
+  std::deque<std::unique_ptr<Allocation>> kept;  // oldest first
+  size_t bytes = 0;
+};
+
+Pool& pool_of(const Context* ctx) {
+  static std::mutex& mu = *new std::mutex;  // contexts live until exit; so do their pools
+  static auto& pools = *new std::map<const Context*, std::unique_ptr<Pool>>;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& p = pools[ctx];
+  if (!p) p = std::make_unique<Pool>();
+  return *p;
+}
+
+std::unique_ptr<Allocation> take_kept(Pool& p, size_t capacity) {
+  std::lock_guard<std::mutex> lock(p.mu);
+  for (auto it = p.kept.rbegin(); it != p.kept.rend(); ++it)
+    if ((*it)->capacity == capacity) {
+      std::unique_ptr<Allocation> a = std::move(*it);
+      p.kept.erase(std::next(it).base());
+      p.bytes -= capacity;
+      return a;
+    }
+  return nullptr;
+}
+
+}  // namespace
+
+std::unique_ptr<Allocation> take_buffer(const std::shared_ptr<Context>& ctx, size_t n) {
+  Pool& p = pool_of(ctx.get());
+  if (Allocation::capacity_for(n) >= kPooledMin)
+    if (auto a = take_kept(p, Allocation::capacity_for(n))) {
+      a->bytes = n;
+      return a;
+    }
+  try {
+    return std::make_unique<Allocation>(ctx, n, Allocation::Kind::Buffer);
+  } catch (const Error&) {
+    std::deque<std::unique_ptr<Allocation>> freed;
+    {
+      std::lock_guard<std::mutex> lock(p.mu);
+      if (p.kept.empty()) throw;
+      freed.swap(p.kept);
+      p.bytes = 0;
+    }
+    freed.clear();
+    return std::make_unique<Allocation>(ctx, n, Allocation::Kind::Buffer);
+  }
+}
+
+void give_back_buffer(std::unique_ptr<Allocation> a) {
+  if (!a || a->capacity < kPooledMin || a->capacity > kBudget) return;
+  Pool& p = pool_of(a->ctx.get());
+  std::deque<std::unique_ptr<Allocation>> evicted;  // freed outside the lock
+  std::lock_guard<std::mutex> lock(p.mu);
+  while (!p.kept.empty() && p.bytes + a->capacity > kBudget) {
+    p.bytes -= p.kept.front()->capacity;
+    evicted.push_back(std::move(p.kept.front()));
+    p.kept.pop_front();
+  }
+  p.bytes += a->capacity;
+  p.kept.push_back(std::move(a));
+}
+
+}  // namespace kiln::vulkan
