@@ -42,7 +42,7 @@ Array zero_of(const Array& a, const StreamOrDevice& s) { return full({}, 0, a.dt
 
 // sum over `axis` of where(mask, values, 0), in values' dtype.
 Array select_sum(const Array& mask, const Array& values, int axis, const StreamOrDevice& s) {
-  Array r = sum(where(mask, values, zero_of(values, s), s), {axis}, false, s);
+  Array r = sum(where(mask, values, zero_of(values, s), s), axis, false, s);
   return astype(r, values.dtype(), s);
 }
 
@@ -63,7 +63,7 @@ Array ranks(const Array& x, bool descending, const StreamOrDevice& s) {
   int64_t n = x.shape().back();
   Array j_first = less(positions(n, r, r + 1, s), positions(n, r - 1, r + 1, s), s);
   before = logical_or(before, logical_and(tie, j_first, s), s);
-  return sum(astype(before, int32, s), {r}, false, s);
+  return sum(astype(before, int32, s), r, false, s);
 }
 
 // The first k elements in rank order and their positions, along the last axis.

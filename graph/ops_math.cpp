@@ -125,7 +125,7 @@ Array argmin(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
   int ax = normalize_axis(axis, a.ndim(), "argmin");
   // The first place holding the minimum: exact for every dtype (negating would overflow the
   // smallest signed integer and wrap unsigned ones).
-  Array hit = astype(equal(a, min(a, {ax}, true, s), s), int32, s);
+  Array hit = astype(equal(a, min(a, ax, true, s), s), int32, s);
   return argmax(hit, ax, keepdims, s);
 }
 

@@ -76,11 +76,11 @@ std::vector<Case> cases() {
        2,
        1e-3,
        1e-2},
-      {"sum", [](V x) { return sum(x[0] * x[0], {1}); }, {s}},
-      {"sum keepdims", [](V x) { return sum(x[0], {0}, true) * x[0]; }, {s}},
-      {"max", [](V x) { return max(x[0], {1}); }, {s}},
-      {"min", [](V x) { return min(x[0], {0}, true); }, {s}},
-      {"prod", [](V x) { return prod(x[0], {1}); }, {s}},
+      {"sum", [](V x) { return sum(x[0] * x[0], 1); }, {s}},
+      {"sum keepdims", [](V x) { return sum(x[0], 0, true) * x[0]; }, {s}},
+      {"max", [](V x) { return max(x[0], 1); }, {s}},
+      {"min", [](V x) { return min(x[0], 0, true); }, {s}},
+      {"prod", [](V x) { return prod(x[0], 1); }, {s}},
       {"mean", [](V x) { return mean(x[0] * x[0]); }, {s}},
       {"logsumexp", [](V x) { return logsumexp(x[0], 1); }, {s}},
       {"softmax", [](V x) { return softmax(x[0], -1); }, {s}},
@@ -314,7 +314,7 @@ TEST(Transforms, ComposeWithCompileInEveryOrder) {
   Array pe = per_example({xs, w})[0];
   ASSERT_EQ(pe.shape(), (Shape{8, 5, 3}));
   // The per-example gradients (without the sin term, which each carries) sum to the batch's.
-  Array total = sum(pe, {0}) - cos(w) * 7.0;
+  Array total = sum(pe, 0) - cos(w) * 7.0;
   expect_close(total, want, 1e-4);
   expect_close(compile(per_example)({xs, w})[0], pe);
 }
