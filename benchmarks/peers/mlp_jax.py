@@ -8,11 +8,9 @@ alternate within one run (the machine is shared; alternating lets both see the s
   prints `best_ms <fastest call in ms> cpu_ms <process CPU time per call, all threads>`; exits at
   end of input.
 """
-import sys
-import time
-
 import jax
 import jax.numpy as jnp
+from peer_loop import serve
 
 
 def mlp(x, w1, b1, w2, b2):
@@ -32,17 +30,7 @@ def main():
     )
     f = jax.jit(mlp)
     f(*args).block_until_ready()  # trace and compile outside the timing
-    print(f"ready jax {jax.__version__}", flush=True)
-    for line in sys.stdin:
-        reps = max(1, int(line))
-        best = float("inf")
-        cpu0 = time.process_time()
-        for _ in range(reps):
-            t = time.perf_counter()
-            f(*args).block_until_ready()
-            best = min(best, time.perf_counter() - t)
-        cpu = (time.process_time() - cpu0) / reps
-        print(f"best_ms {best * 1e3:.4f} cpu_ms {cpu * 1e3:.4f}", flush=True)
+    serve(lambda: f(*args).block_until_ready())
 
 
 if __name__ == "__main__":

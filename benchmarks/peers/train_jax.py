@@ -5,11 +5,9 @@ with exact gelu, batch 256, float32, mean squared error, one Adam step (lr 1e-3,
 Protocol as benchmarks/jax_peer.h describes: prints `ready jax <version>`, then for each line
 `N` runs N steps (each step's outputs feed the next) and prints `best_ms .. cpu_ms ..`.
 """
-import sys
-import time
-
 import jax
 import jax.numpy as jnp
+from peer_loop import serve
 
 
 def gelu(x):
@@ -55,18 +53,12 @@ def main():
     f = jax.jit(step)
     state = f(params, m, v, t, x, y)  # trace and compile outside the timing
     jax.block_until_ready(state)
-    print(f"ready jax {jax.__version__}", flush=True)
-    for line in sys.stdin:
-        reps = max(1, int(line))
-        best = float("inf")
-        cpu0 = time.process_time()
-        for _ in range(reps):
-            s = time.perf_counter()
-            state = f(state[0], state[1], state[2], state[3], x, y)
-            jax.block_until_ready(state)
-            best = min(best, time.perf_counter() - s)
-        cpu = (time.process_time() - cpu0) / reps
-        print(f"best_ms {best * 1e3:.4f} cpu_ms {cpu * 1e3:.4f}", flush=True)
+    def run_once():
+        nonlocal state
+        state = f(state[0], state[1], state[2], state[3], x, y)
+        jax.block_until_ready(state)
+
+    serve(run_once)
 
 
 if __name__ == "__main__":
