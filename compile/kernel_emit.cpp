@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 
+#include "compile/rules.h"
 #include "graph/element.h"
 
 namespace kiln {
@@ -199,94 +200,46 @@ class Emitter {
     if (epilogue_ && &n == reduce_node_) return reduce_value_;
     if (is_buffer(n)) return load(n, v.buffer_map(contiguous_strides(n.shape)));
     if (here_.count(&n) && !epilogue_ && !v.is_identity()) unplanned(n, "read at another element");
+    int (*rule)(EmitContext&, const ArrayNode&) = rules(n.op).emit;
+    if (!rule) unplanned(n, "unstored");
     if (n.op != Op::Reshape) names_.insert(primitive_name(n.op, n.params));
-    auto child = [&](size_t i) {
-      std::optional<View> cv = input_view(n, i, v);
-      if (!cv) unplanned(n, "without a view of its input");
-      return emit(*n.inputs[i].node(), *cv);
-    };
-    Value val;
-    val.dtype = n.dtype;
-    switch (n.op) {
-      case Op::Unary:
-        val.kind = ValueKind::Unary, val.unary = n.params.unary, val.a = child(0);
-        return add(val);
-      case Op::Binary: {
-        int a = child(0);
-        int b =
-            input_view(n, 1, v) ? child(1) : immediate(Scalar::of(2.0).cast(n.inputs[1].dtype()));
-        val.kind = ValueKind::Binary, val.binary = n.params.binary, val.a = a, val.b = b;
-        return add(val);
-      }
-      case Op::Select: {
-        int a = child(0), b = child(1), c = child(2);
-        val.kind = ValueKind::Select, val.a = a, val.b = b, val.c = c;
-        return add(val);
-      }
-      case Op::Cast: val.kind = ValueKind::Cast, val.a = child(0); return add(val);
-      case Op::Broadcast:
-      case Op::Transpose:
-      case Op::Slice: return child(0);
-      case Op::Reshape: {
-        if (input_view(n, 0, v)) return child(0);
-        // A general reshape keeps the row-major linear index of a stored input.
-        const ArrayNode& in = *n.inputs[0].node();
-        if (!is_buffer(in)) unplanned(in, "unstored under a reshape");
-        return load_buffer(in, v.buffer_map(contiguous_strides(n.shape)));
-      }
-      case Op::Full: return constant(n.params.value);
-      case Op::Arange: return arange(n, v);
-      case Op::Random: {
-        Value idx;
-        idx.kind = ValueKind::Index, idx.dtype = int64;
-        idx.map = pm(v.buffer_map(contiguous_strides(n.shape)));
-        val.kind = ValueKind::Random, val.dist = n.params.dist;
-        params_.push_back(static_cast<int64_t>(n.params.key));  // the key is a launch scalar
-        val.param = static_cast<int32_t>(params_.size()) - 1;
-        val.a = add(idx);
-        return add(val);
-      }
-      case Op::Count: return count(n);
-      default: unplanned(n, "unstored");
-    }
+    NodeEmit cx(*this, n, v);
+    return rule(cx, n);
   }
 
-  // start + index * step, with both values launch scalars.
-  int arange(const ArrayNode& n, const View& v) {
-    Value idx;
-    idx.kind = ValueKind::Index, idx.dtype = int64;
-    idx.map.offset = Dim::constant(v.offset[0]);
-    for (int64_t c : v.coeff[0]) idx.map.strides.push_back(Dim::constant(c));
-    idx.map = pm(idx.map);
-    int i = add(idx);
-    if (n.dtype != int64) {
-      Value c;
-      c.kind = ValueKind::Cast, c.dtype = n.dtype, c.a = i;
-      i = add(c);
+  // The EmitContext of node `n` at view `v`: what its rule asks goes to this Emitter.
+  class NodeEmit : public EmitContext {
+   public:
+    NodeEmit(Emitter& e, const ArrayNode& n, const View& v) : e_(e), n_(n), v_(v) {}
+    int input(size_t i) override {
+      std::optional<View> cv = input_view(n_, i, v_);
+      if (!cv) e_.unplanned(n_, "without a view of its input");
+      return e_.emit(*n_.inputs[i].node(), *cv);
     }
-    Value mul, sum;
-    mul.kind = ValueKind::Binary, mul.binary = BinaryOp::Multiply, mul.dtype = n.dtype;
-    mul.a = i, mul.b = constant(n.params.step_value);
-    int m = add(mul);
-    sum.kind = ValueKind::Binary, sum.binary = BinaryOp::Add, sum.dtype = n.dtype;
-    sum.a = m, sum.b = constant(n.params.value);
-    return add(sum);
-  }
+    bool has_view(size_t i) const override { return input_view(n_, i, v_).has_value(); }
+    int load_row_major(size_t i) override {
+      const ArrayNode& in = *n_.inputs[i].node();
+      if (!e_.is_buffer(in)) e_.unplanned(in, "unstored under a reshape");
+      return e_.load_buffer(in, v_.buffer_map(contiguous_strides(n_.shape)));
+    }
+    int add(Value v) override { return e_.add(std::move(v)); }
+    int constant(Scalar c) override { return e_.constant(c); }
+    int immediate(Scalar c) override { return e_.immediate(c); }
+    int32_t launch_param(int64_t word) override {
+      e_.params_.push_back(word);
+      return static_cast<int32_t>(e_.params_.size()) - 1;
+    }
+    Dim dim(int64_t v) override { return e_.dim(v); }
+    IndexMap runtime_map(IndexMap m) override { return e_.pm(std::move(m)); }
+    bool runtime_dims() const override { return e_.runtime_dims_; }
+    size_t domain_rank() const override { return e_.k_.domain.size(); }
+    const View& view() const override { return v_; }
 
-  // The element count of mean's reduced axes: an immediate, or a launch value when shapeless.
-  int count(const ArrayNode& n) {
-    int64_t count = 1;
-    for (int ax : n.params.axes) count *= n.inputs[0].shape()[ax];
-    if (!runtime_dims_) return immediate(Scalar::of(static_cast<double>(count)).cast(n.dtype));
-    Value idx;  // an Index with no strides is its offset: the count, as a launch parameter
-    idx.kind = ValueKind::Index, idx.dtype = int64;
-    idx.map.strides.assign(k_.domain.size(), Dim::constant(0));
-    idx.map.offset = dim(count);
-    Value val;
-    val.dtype = n.dtype;
-    val.kind = ValueKind::Cast, val.a = add(idx);
-    return add(val);
-  }
+   private:
+    Emitter& e_;
+    const ArrayNode& n_;
+    const View& v_;
+  };
 
   const NodeSet& mat_;
   const LeafFn& is_leaf_;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "compile/emit_context.h"
 #include "compile/view.h"
 #include "graph/array_node.h"
 
@@ -34,6 +35,9 @@ struct PrimitiveRules {
   // The view at which a kernel computing the node at view `v` reads input `i`; nullopt when it
   // does not read that input through a view (see compile/fusion_plan.h).
   std::optional<View> (*input_view)(const ArrayNode& n, size_t i, const View& v);
+  // Kernel IR for the node computed inline in a kernel (compile/kernel_emit.cpp asks); nullptr
+  // for primitives that are stored by kernels or library calls of their own.
+  int (*emit)(EmitContext& cx, const ArrayNode& n);
   // Reverse mode: the cotangent of each input, given the node `n` (output `out`) and the
   // output's cotangent `ct`; nullopt for an input with no derivative.
   std::vector<MaybeArray> (*vjp)(const ArrayNode& n, const Array& out, const Array& ct);

@@ -66,6 +66,45 @@ Array fit(const Array& t, const Shape& shape) {
   return t.shape() == shape ? t : broadcast_to(t, shape);
 }
 
+// ---- emission: one Kernel IR value over the inputs' values ----
+
+Value value_of(const ArrayNode& n, ValueKind kind) {
+  Value v;
+  v.kind = kind;
+  v.dtype = n.dtype;
+  return v;
+}
+
+int unary_emit(EmitContext& cx, const ArrayNode& n) {
+  Value v = value_of(n, ValueKind::Unary);
+  v.unary = n.params.unary;
+  v.a = cx.input(0);
+  return cx.add(v);
+}
+
+// pow(x, 2) reads no exponent: it is the immediate 2, emitted as x * x by every backend.
+int binary_emit(EmitContext& cx, const ArrayNode& n) {
+  Value v = value_of(n, ValueKind::Binary);
+  v.binary = n.params.binary;
+  v.a = cx.input(0);
+  v.b = cx.has_view(1) ? cx.input(1) : cx.immediate(Scalar::of(2.0).cast(n.inputs[1].dtype()));
+  return cx.add(v);
+}
+
+int select_emit(EmitContext& cx, const ArrayNode& n) {
+  Value v = value_of(n, ValueKind::Select);
+  v.a = cx.input(0);
+  v.b = cx.input(1);
+  v.c = cx.input(2);
+  return cx.add(v);
+}
+
+int cast_emit(EmitContext& cx, const ArrayNode& n) {
+  Value v = value_of(n, ValueKind::Cast);
+  v.a = cx.input(0);
+  return cx.add(v);
+}
+
 // ---- unary ----
 
 Shape same_shape(const ArrayNode&, const std::vector<Array>& in) { return in[0].shape(); }
@@ -164,13 +203,13 @@ MaybeArray cast_jvp(const ArrayNode& n, const Array&, const std::vector<MaybeArr
 }  // namespace
 
 using rule::broadcast_view;
-const PrimitiveRules kUnaryRules{same_shape,      true, true, broadcast_view, unary_vjp, unary_jvp,
-                                 elementwise_vmap};
-const PrimitiveRules kBinaryRules{binary_shape,    true, true, binary_view, binary_vjp, binary_jvp,
-                                  elementwise_vmap};
-const PrimitiveRules kSelectRules{
-    select_shape, true, true, broadcast_view, select_vjp, select_jvp, elementwise_vmap};
-const PrimitiveRules kCastRules{same_shape,      true, true, broadcast_view, cast_vjp, cast_jvp,
-                                elementwise_vmap};
+const PrimitiveRules kUnaryRules{same_shape, true,      true,      broadcast_view,
+                                 unary_emit, unary_vjp, unary_jvp, elementwise_vmap};
+const PrimitiveRules kBinaryRules{binary_shape, true,       true,       binary_view,
+                                  binary_emit,  binary_vjp, binary_jvp, elementwise_vmap};
+const PrimitiveRules kSelectRules{select_shape, true,       true,       broadcast_view,
+                                  select_emit,  select_vjp, select_jvp, elementwise_vmap};
+const PrimitiveRules kCastRules{same_shape, true,     true,     broadcast_view,
+                                cast_emit,  cast_vjp, cast_jvp, elementwise_vmap};
 
 }  // namespace kiln

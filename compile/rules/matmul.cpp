@@ -54,6 +54,6 @@ Batched matmul_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t)
 }  // namespace
 
 const PrimitiveRules kMatmulRules{matmul_shape, false,      false,      rule::no_view,
-                                  matmul_vjp,   matmul_jvp, matmul_vmap};
+                                  nullptr,      matmul_vjp, matmul_jvp, matmul_vmap};
 
 }  // namespace kiln

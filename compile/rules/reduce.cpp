@@ -96,6 +96,22 @@ MaybeArray no_jvp(const ArrayNode&, const Array&, const std::vector<MaybeArray>&
   return std::nullopt;
 }
 
+// The element count: an immediate, or (shapeless) a launch value read as an Index with no
+// strides, whose value is its offset.
+int count_emit(EmitContext& cx, const ArrayNode& n) {
+  int64_t count = 1;
+  for (int ax : n.params.axes) count *= n.inputs[0].shape()[ax];
+  if (!cx.runtime_dims()) return cx.immediate(Scalar::of(static_cast<double>(count)).cast(n.dtype));
+  Value idx;
+  idx.kind = ValueKind::Index, idx.dtype = int64;
+  idx.map.strides.assign(cx.domain_rank(), Dim::constant(0));
+  idx.map.offset = cx.dim(count);
+  Value val;
+  val.dtype = n.dtype;
+  val.kind = ValueKind::Cast, val.a = cx.add(idx);
+  return cx.add(val);
+}
+
 Batched count_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t) {
   Params p = n.params;
   p.axes = shifted(p.axes);
@@ -105,9 +121,9 @@ Batched count_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t) 
 }  // namespace
 
 const PrimitiveRules kReduceRules{reduce_shape, false,      false,      rule::no_view,
-                                  reduce_vjp,   reduce_jvp, reduce_vmap};
+                                  nullptr,      reduce_vjp, reduce_jvp, reduce_vmap};
 // A count is inlined from its input's shape, not read through a view.
-const PrimitiveRules kCountRules{count_shape, false,  false,     rule::no_view,
-                                 no_vjp,      no_jvp, count_vmap};
+const PrimitiveRules kCountRules{count_shape, false,  false,  rule::no_view,
+                                 count_emit,  no_vjp, no_jvp, count_vmap};
 
 }  // namespace kiln

@@ -7,6 +7,55 @@ namespace kiln {
 
 namespace {
 
+int full_emit(EmitContext& cx, const ArrayNode& n) { return cx.constant(n.params.value); }
+
+// start + index * step, both launch scalars; the index follows the view along the only axis.
+int arange_emit(EmitContext& cx, const ArrayNode& n) {
+  const View& v = cx.view();
+  Value idx;
+  idx.kind = ValueKind::Index, idx.dtype = int64;
+  idx.map.offset = Dim::constant(v.offset[0]);
+  for (int64_t c : v.coeff[0]) idx.map.strides.push_back(Dim::constant(c));
+  idx.map = cx.runtime_map(idx.map);
+  int i = cx.add(idx);
+  if (n.dtype != int64) {
+    Value c;
+    c.kind = ValueKind::Cast, c.dtype = n.dtype, c.a = i;
+    i = cx.add(c);
+  }
+  Value mul, sum;
+  mul.kind = ValueKind::Binary, mul.binary = BinaryOp::Multiply, mul.dtype = n.dtype;
+  mul.a = i, mul.b = cx.constant(n.params.step_value);
+  int m = cx.add(mul);
+  sum.kind = ValueKind::Binary, sum.binary = BinaryOp::Add, sum.dtype = n.dtype;
+  sum.a = m, sum.b = cx.constant(n.params.value);
+  return cx.add(sum);
+}
+
+// Counter-based: the bits of (key, row-major index); the key is a launch scalar.
+int random_emit(EmitContext& cx, const ArrayNode& n) {
+  Value idx;
+  idx.kind = ValueKind::Index, idx.dtype = int64;
+  idx.map = cx.runtime_map(cx.view().buffer_map(contiguous_strides(n.shape)));
+  Value val;
+  val.dtype = n.dtype;
+  val.kind = ValueKind::Random, val.dist = n.params.dist;
+  val.param = cx.launch_param(static_cast<int64_t>(n.params.key));
+  val.a = cx.add(idx);
+  return cx.add(val);
+}
+
+// The three sources a kernel computes; constants and placeholders are always buffers.
+int source_emit(EmitContext& cx, const ArrayNode& n) {
+  switch (n.op) {
+    case Op::Full: return full_emit(cx, n);
+    case Op::Arange: return arange_emit(cx, n);
+    case Op::Random: return random_emit(cx, n);
+    default: break;
+  }
+  throw_error("internal: ", primitive_name(n.op, n.params), " is emitted as a buffer, not inline");
+}
+
 Shape own_shape(const ArrayNode& n, const std::vector<Array>&) { return n.shape; }
 
 std::vector<MaybeArray> no_vjp(const ArrayNode&, const Array&, const Array&) { return {}; }
@@ -24,6 +73,7 @@ Batched no_vmap(const ArrayNode& n, const std::vector<Batched>&, int64_t) {
 
 // Fills, aranges and draws are computed inline from launch values and the index (constants and
 // placeholders are leaves: fusion never asks).
-const PrimitiveRules kSourceRules{own_shape, true, true, rule::no_view, no_vjp, no_jvp, no_vmap};
+const PrimitiveRules kSourceRules{own_shape,   true,   true,   rule::no_view,
+                                  source_emit, no_vjp, no_jvp, no_vmap};
 
 }  // namespace kiln

@@ -18,6 +18,9 @@ MaybeArray no_derivative_or(const ArrayNode& n, const MaybeArray& v) {
   return differentiable(n.dtype) ? v : std::nullopt;
 }
 
+// A view reads its input at a transformed view: the value is the input's.
+int view_emit(EmitContext& cx, const ArrayNode&) { return cx.input(0); }
+
 // ---- reshape ----
 
 Shape reshape_shape(const ArrayNode& n, const std::vector<Array>& in) {
@@ -67,6 +70,10 @@ std::optional<View> reshape_view(const ArrayNode& n, size_t, const View& v) {
   View cv;
   if (v.reshape_input(n.inputs[0].shape(), n.shape, cv)) return cv;
   return std::nullopt;
+}
+
+int reshape_emit(EmitContext& cx, const ArrayNode&) {
+  return cx.has_view(0) ? cx.input(0) : cx.load_row_major(0);
 }
 
 std::vector<MaybeArray> reshape_vjp(const ArrayNode& n, const Array&, const Array& ct) {
@@ -281,17 +288,17 @@ Batched concatenate_vmap(const ArrayNode& n, const std::vector<Batched>& in, int
 }  // namespace
 
 const PrimitiveRules kReshapeRules{reshape_shape, false,       true,        reshape_view,
-                                   reshape_vjp,   reshape_jvp, reshape_vmap};
+                                   reshape_emit,  reshape_vjp, reshape_jvp, reshape_vmap};
 const PrimitiveRules kTransposeRules{transpose_shape, false,         true,          transpose_view,
-                                     transpose_vjp,   transpose_jvp, transpose_vmap};
+                                     view_emit,       transpose_vjp, transpose_jvp, transpose_vmap};
 const PrimitiveRules kBroadcastRules{broadcast_shape,      false,         true,
-                                     rule::broadcast_view, broadcast_vjp, broadcast_jvp,
-                                     broadcast_vmap};
+                                     rule::broadcast_view, view_emit,     broadcast_vjp,
+                                     broadcast_jvp,        broadcast_vmap};
 const PrimitiveRules kSliceRules{slice_shape, false,     true,      slice_view,
-                                 slice_vjp,   slice_jvp, slice_vmap};
+                                 view_emit,   slice_vjp, slice_jvp, slice_vmap};
 // A concatenation is a kernel per input piece (fusion_plan.cpp), not a view.
 const PrimitiveRules kConcatenateRules{concatenate_shape, false,           false,
-                                       rule::no_view,     concatenate_vjp, concatenate_jvp,
-                                       concatenate_vmap};
+                                       rule::no_view,     nullptr,         concatenate_vjp,
+                                       concatenate_jvp,   concatenate_vmap};
 
 }  // namespace kiln
