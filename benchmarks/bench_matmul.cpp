@@ -303,11 +303,6 @@ constexpr double kMlpFlops = 2.0 * 2 * 256 * 1024 * 4096;  // two GEMMs; the res
 // Wall time decides; CPU time (summed over threads) tells, on a shared machine, how much of it
 // each side took: the scheduler shares cores per thread, so a runtime with more busy threads
 // gets more of a loaded machine.
-double process_cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 struct Mlp {
   CompiledFunction f = compile([](const std::vector<Array>& in) {

@@ -24,12 +24,6 @@ using namespace kiln;
 
 namespace {
 
-double process_cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 template <typename F>
 Timing best_of(int reps, F&& f) {
   Timing t;

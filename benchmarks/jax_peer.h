@@ -5,6 +5,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +14,13 @@
 struct Timing {
   double wall = 1e30, cpu = 1e30;
 };
+
+// CPU time of the whole process (all threads), for the per-call CPU figure Kiln reports too.
+inline double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
 
 class JaxPeer {
  public:

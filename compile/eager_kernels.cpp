@@ -11,14 +11,15 @@ namespace {
 
 // How the emitter treats one input of a node emitted alone (fusion off): loaded from a buffer,
 // read as a launch scalar, inlined as mean's element count, or power's specialised exponent.
+// A count is a buffer when the plan stores it (something else asked for its value).
 enum class InputKind : int64_t { Buffer, Scalar, Count, Two };
 
-InputKind input_kind(const ArrayNode& n, size_t i) {
+InputKind input_kind(const ArrayNode& n, size_t i, const NodeSet& stored) {
   const ArrayNode& in = *n.inputs[i].node();
   if (n.op == Op::Binary && n.params.binary == BinaryOp::Power && i == 1 && is_two(in))
     return InputKind::Two;
   if (in.data) return host_scalar(in) ? InputKind::Scalar : InputKind::Buffer;
-  return in.op == Op::Count ? InputKind::Count : InputKind::Buffer;
+  return in.op == Op::Count && !stored.count(&in) ? InputKind::Count : InputKind::Buffer;
 }
 
 // The first input that is the same node as input i (the emitter loads a node once).
@@ -36,7 +37,7 @@ void put_shape(Key& k, const Shape& s) {
 }
 
 // Everything the kernel of `n` depends on; values that travel as launch params are left out.
-Key key_of(const ArrayNode& n) {
+Key key_of(const ArrayNode& n, const NodeSet& stored) {
   const Params& p = n.params;
   Key k;
   k.reserve(48);
@@ -51,7 +52,7 @@ Key key_of(const ArrayNode& n) {
   k.push_back(static_cast<int64_t>(n.inputs.size()));
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     const ArrayNode& in = *n.inputs[i].node();
-    InputKind kind = input_kind(n, i);
+    InputKind kind = input_kind(n, i, stored);
     k.push_back(static_cast<int64_t>(kind));
     k.push_back(static_cast<int64_t>(first_alias(n, i)));
     k.push_back(static_cast<int64_t>(in.dtype.kind));
@@ -65,7 +66,7 @@ Key key_of(const ArrayNode& n) {
 }
 
 // The launch values the emitter gives `n` emitted alone, in its order (fuse.cpp's Emitter).
-std::vector<int64_t> params_of(const ArrayNode& n) {
+std::vector<int64_t> params_of(const ArrayNode& n, const NodeSet& stored) {
   const Params& p = n.params;
   switch (n.op) {
     case Op::Full: return {launch_word(p.value)};
@@ -75,7 +76,7 @@ std::vector<int64_t> params_of(const ArrayNode& n) {
   }
   std::vector<int64_t> params;
   for (size_t i = 0; i < n.inputs.size(); ++i)
-    if (input_kind(n, i) == InputKind::Scalar && first_alias(n, i) == i)
+    if (input_kind(n, i, stored) == InputKind::Scalar && first_alias(n, i) == i)
       params.push_back(launch_word(*host_scalar(*n.inputs[i].node())));
   return params;
 }
@@ -103,12 +104,12 @@ std::unordered_map<Key, Recipe, KeyHash>& cache() {
   return c;
 }
 
-FusedStep step_from(const ArrayNode& n, const Recipe& r) {
+FusedStep step_from(const ArrayNode& n, const Recipe& r, const NodeSet& stored) {
   FusedStep s;
   s.kernel = r.kernel;
   s.binaries = r.binaries;
   s.lane_node = &n;
-  s.params = params_of(n);  // the values: all that differs between calls of one structure
+  s.params = params_of(n, stored);  // the values: all that differs between calls of one structure
   s.buffers.reserve(r.buffer_inputs.size());
   for (int i : r.buffer_inputs) s.buffers.push_back(i < 0 ? &n : n.inputs[i].node().get());
   return s;
@@ -116,15 +117,15 @@ FusedStep step_from(const ArrayNode& n, const Recipe& r) {
 
 }  // namespace
 
-std::optional<FusedStep> cached_eager_step(const ArrayNode& n) {
-  Key k = key_of(n);
+std::optional<FusedStep> cached_eager_step(const ArrayNode& n, const NodeSet& stored) {
+  Key k = key_of(n, stored);
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = cache().find(k);
   if (it == cache().end()) return std::nullopt;
-  return step_from(n, it->second);
+  return step_from(n, it->second, stored);
 }
 
-void remember_eager_step(const ArrayNode& n, const FusedStep& step) {
+void remember_eager_step(const ArrayNode& n, const FusedStep& step, const NodeSet& stored) {
   if (!step.kernel) return;
   Recipe r;
   r.kernel = step.kernel;
@@ -136,9 +137,9 @@ void remember_eager_step(const ArrayNode& n, const FusedStep& step) {
     if (found == -2) return;  // a buffer the recipe cannot name: not cacheable
     r.buffer_inputs.push_back(found);
   }
-  FusedStep again = step_from(n, r);
+  FusedStep again = step_from(n, r, stored);
   if (again.params != step.params || again.buffers != step.buffers) return;
-  Key k = key_of(n);
+  Key k = key_of(n, stored);
   std::lock_guard<std::mutex> lock(g_mu);
   if (cache().size() >= kMaxEntries) cache().clear();
   cache().emplace(std::move(k), std::move(r));

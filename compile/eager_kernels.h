@@ -13,12 +13,13 @@
 
 namespace kiln {
 
-// The step for `n` alone if an equal structure was emitted before; nullopt otherwise.
-std::optional<FusedStep> cached_eager_step(const ArrayNode& n);
+// The step for `n` alone if an equal structure was emitted before; nullopt otherwise. `stored`:
+// the nodes the plan stores (a stored count input is read from its buffer, not inlined).
+std::optional<FusedStep> cached_eager_step(const ArrayNode& n, const NodeSet& stored);
 
 // Offers a freshly emitted single-node step to the cache. It is kept only when its buffers and
 // params can be re-derived from the node the way cached_eager_step does it (checked here), so a
 // cached kernel can never be launched with arguments the emitter would not have given it.
-void remember_eager_step(const ArrayNode& n, const FusedStep& step);
+void remember_eager_step(const ArrayNode& n, const FusedStep& step, const NodeSet& stored);
 
 }  // namespace kiln

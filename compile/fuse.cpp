@@ -64,14 +64,9 @@ std::vector<FusedStep> order_steps(std::vector<FusedStep> steps) {
 // Fusion off: one primitive's kernel, built once per structure (eager_kernels.h).
 FusedStep primitive_step(const FusionGroup& g, const FusionPlan& plan, const LeafFn& is_leaf) {
   const ArrayNode& n = *g.roots[0];
-  // The cache's recipes inline a count input; one stored because it is itself an output (a
-  // transform holds it) is read as a buffer instead, by a kernel built for this call alone.
-  for (const Array& in : n.inputs)
-    if (in.node()->op == Op::Count && plan.materialized.count(in.node().get()))
-      return emit_kernel(g, plan.materialized, is_leaf, false);
-  if (std::optional<FusedStep> s = cached_eager_step(n)) return std::move(*s);
+  if (std::optional<FusedStep> s = cached_eager_step(n, plan.materialized)) return std::move(*s);
   FusedStep s = emit_kernel(g, plan.materialized, is_leaf, false);
-  remember_eager_step(n, s);
+  remember_eager_step(n, s, plan.materialized);
   return s;
 }
 

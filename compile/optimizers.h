@@ -4,6 +4,7 @@
 // changes nor loses the momentum between calls.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "compile/nn.h"
@@ -32,6 +33,7 @@ class Optimizer {
   Array& lr() { return state_[0]; }
   std::vector<Array> state_;
   size_t params_ = 0;
+  std::vector<Shape> shapes_;  // of the parameters the optimizer was made for
   Dtype dtype_;
 };
 
@@ -67,6 +69,8 @@ class Adam : public Optimizer {
   void begin_step() override;
   Array step(size_t i, const Array& param, const Array& grad) override;
   AdamOptions opts_;
+  // 1 - beta^t for this step, made once per step and shared by every parameter's update.
+  std::optional<Array> correction1_, correction2_;
 };
 
 // Adam with decoupled weight decay (default 0.01, as MLX and PyTorch).

@@ -55,7 +55,8 @@ extern const PrimitiveRules kReduceRules, kCountRules;
 extern const PrimitiveRules kReshapeRules, kTransposeRules, kBroadcastRules, kSliceRules,
     kConcatenateRules;
 extern const PrimitiveRules kMatmulRules;
-extern const PrimitiveRules kSourceRules;  // Constant, Placeholder, Full, Arange, Random
+extern const PrimitiveRules kSourceRules;  // Constant, Placeholder
+extern const PrimitiveRules kFullRules, kArangeRules, kRandomRules;
 
 // Helpers the rules share (compile/rules/common.cpp).
 namespace rule {

@@ -1,7 +1,6 @@
 // vmap: runs the function once on the first element along each mapped axis (a proxy), then
 // rebuilds the recorded graph with each primitive's batching rule, the mapped axis leading
 // every value that depends on a mapped argument. Values that do not are left as they were.
-#include <numeric>
 #include <unordered_map>
 
 #include "compile/graph_walk.h"
@@ -13,15 +12,6 @@
 namespace kiln {
 
 namespace {
-
-Array move_axis(const Array& a, int from, int to) {
-  if (from == to) return a;
-  std::vector<int> perm(a.ndim());
-  std::iota(perm.begin(), perm.end(), 0);
-  perm.erase(perm.begin() + from);
-  perm.insert(perm.begin() + to, from);
-  return transpose(a, perm);
-}
 
 // The batch of `args` mapped along `axes`: each mapped argument with its axis moved first, and
 // the proxy f runs on (element 0 along that axis).
@@ -49,7 +39,7 @@ Mapped map_arguments(const std::vector<Array>& args, const std::vector<int>& axe
                   ax, " but an earlier mapped argument has ", m.size);
     if (n == 0) throw_error("vmap: argument ", i, " has extent 0 along its mapped axis ", ax);
     m.size = n;
-    Array batch = move_axis(x, ax, 0);
+    Array batch = moveaxis(x, ax, 0);
     std::vector<int64_t> start(x.ndim(), 0), stop(batch.shape().begin(), batch.shape().end());
     stop[0] = 1;
     Shape one(batch.shape().begin() + 1, batch.shape().end());
@@ -72,7 +62,7 @@ Array place_output(const Batched& b, int64_t size, int axis, size_t j) {
   if (axis < 0 || axis >= v.ndim())
     throw_error("vmap: out_axes[", j, "] = ", axis, " is not an axis of output ", j,
                 " of mapped shape ", v.shape(), " (valid: 0..", v.ndim() - 1, ", or -1)");
-  return move_axis(v, 0, axis);
+  return moveaxis(v, 0, axis);
 }
 
 }  // namespace
@@ -84,6 +74,8 @@ Fn vmap(const Fn& f, std::vector<int> in_axes, std::vector<int> out_axes) {
       throw_error("vmap: in_axes has ", in_axes.size(),
                   " entries but the function was called with ", args.size(),
                   " arguments; give one per argument (or none for axis 0 everywhere)");
+    if (args.empty())
+      throw_error("vmap: the function was called with no arguments; nothing to map");
     TransformGuard recording;
     Mapped m = map_arguments(args, in_axes.empty() ? std::vector<int>(args.size(), 0) : in_axes);
     std::vector<Array> outs = f(m.proxies);

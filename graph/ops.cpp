@@ -484,6 +484,25 @@ Array transpose(const Array& a, StreamOrDevice s) {
   return transpose(a, perm, s);
 }
 
+Array moveaxis(const Array& a, int source, int destination, StreamOrDevice s) {
+  int from = normalize_axis(source, a.ndim(), "moveaxis");
+  int to = normalize_axis(destination, a.ndim(), "moveaxis");
+  if (from == to) return a;
+  std::vector<int> perm(a.ndim());
+  std::iota(perm.begin(), perm.end(), 0);
+  perm.erase(perm.begin() + from);
+  perm.insert(perm.begin() + to, from);
+  return transpose(a, perm, s);
+}
+
+Array swapaxes(const Array& a, int axis1, int axis2, StreamOrDevice s) {
+  std::vector<int> perm(a.ndim());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[normalize_axis(axis1, a.ndim(), "swapaxes")],
+            perm[normalize_axis(axis2, a.ndim(), "swapaxes")]);
+  return transpose(a, perm, s);
+}
+
 Array broadcast_to(const Array& a, const Shape& shape, StreamOrDevice s) {
   check_shape(shape, "broadcast_to");
   Shape b = broadcast_shapes(a.shape(), shape, "broadcast_to");

@@ -109,6 +109,9 @@ Array expand_dims(const Array& a, int axis, StreamOrDevice s = {});
 Array expand_dims(const Array& a, const std::vector<int>& axes, StreamOrDevice s = {});
 Array transpose(const Array& a, StreamOrDevice s = {});  // reverses the axes
 Array transpose(const Array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+// Axis `source` moved to position `destination`, the others in order (NumPy's moveaxis).
+Array moveaxis(const Array& a, int source, int destination, StreamOrDevice s = {});
+Array swapaxes(const Array& a, int axis1, int axis2, StreamOrDevice s = {});
 Array broadcast_to(const Array& a, const Shape& shape, StreamOrDevice s = {});
 // NumPy basic slicing with explicit start/stop (and step) per axis; negative indices count from
 // the end and out-of-range bounds are clamped, as in NumPy.

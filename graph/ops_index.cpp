@@ -2,22 +2,14 @@
 // selects with a mask (index == position) and reduces, so every backend runs it as a fused
 // reduction, reverse mode turns a gather into the matching scatter by itself, and no index can
 // read out of bounds. Sorting ranks each element by counting the elements before it.
-#include <numeric>
+
+#include <algorithm>
 
 #include "graph/ops.h"
 
 namespace kiln {
 
 namespace {
-
-Array move_axis(const Array& a, int from, int to, const StreamOrDevice& s) {
-  if (from == to) return a;
-  std::vector<int> perm(a.ndim());
-  std::iota(perm.begin(), perm.end(), 0);
-  perm.erase(perm.begin() + from);
-  perm.insert(perm.begin() + to, from);
-  return transpose(a, perm, s);
-}
 
 // 0, 1, ..., n-1 (int64) along axis `axis` of a rank-`rank` array of unit extents elsewhere.
 Array positions(int64_t n, int axis, int rank, const StreamOrDevice& s) {
@@ -82,9 +74,9 @@ std::pair<Array, Array> sorted(const Array& a, int axis, bool descending, int64_
                                const StreamOrDevice& s) {
   if (a.ndim() == 0) throw_error(op, ": needs at least one axis, got a 0-d array");
   int ax = normalize_axis(axis, a.ndim(), op);
-  Array x = move_axis(a, ax, a.ndim() - 1, s);
+  Array x = moveaxis(a, ax, a.ndim() - 1, s);
   auto [values, index] = by_rank(x, ranks(x, descending, s), k, s);
-  return {move_axis(values, a.ndim() - 1, ax, s), move_axis(index, a.ndim() - 1, ax, s)};
+  return {moveaxis(values, a.ndim() - 1, ax, s), moveaxis(index, a.ndim() - 1, ax, s)};
 }
 
 Array triangle(const Array& a, int k, bool lower, const char* op, const StreamOrDevice& s) {
@@ -114,7 +106,7 @@ Array take(const Array& a, const Array& indices, int axis, StreamOrDevice s) {
   int ax = normalize_axis(axis, a.ndim(), "take");
   int64_t n = a.shape()[ax];
   Array i = reshape(valid_indices(indices, n, "take", s), {-1}, s);  // (m)
-  Array rows = move_axis(a, ax, 0, s);                               // (n, rest...)
+  Array rows = moveaxis(a, ax, 0, s);                                // (n, rest...)
   int rest = a.ndim() - 1;
   Array mask = equal(reshape(i, {i.size(), 1}, s), reshape(arange(n, int64, s), {1, n}, s), s);
   Shape mshape{i.size(), n};
@@ -159,9 +151,9 @@ Array scatter_add(const Array& a, const Array& indices, const Array& updates, in
   Array mask = equal(reshape(i, {m, 1}, s), reshape(arange(n, int64, s), {1, n}, s), s);
   Shape mshape{m, n};
   mshape.insert(mshape.end(), a.ndim() - 1, 1);
-  Array u = expand_dims(move_axis(astype(updates, a.dtype(), s), ax, 0, s), 1, s);  // (m, 1, rest)
-  Array added = select_sum(reshape(mask, mshape, s), u, 0, s);                      // (n, rest)
-  return add(a, move_axis(added, 0, ax, s), s);
+  Array u = expand_dims(moveaxis(astype(updates, a.dtype(), s), ax, 0, s), 1, s);  // (m, 1, rest)
+  Array added = select_sum(reshape(mask, mshape, s), u, 0, s);                     // (n, rest)
+  return add(a, moveaxis(added, 0, ax, s), s);
 }
 
 Array sort(const Array& a, int axis, StreamOrDevice s) {
@@ -204,7 +196,7 @@ std::vector<Array> split(const Array& a, const std::vector<int64_t>& indices, in
   std::vector<int64_t> bounds = indices;
   bounds.push_back(n);
   for (int64_t b : bounds) {
-    int64_t end = std::clamp<int64_t>(b, at, n);
+    int64_t end = std::clamp<int64_t>(b < 0 ? b + n : b, at, n);  // negative: from the end
     std::vector<int64_t> lo(a.ndim(), 0), hi(a.shape().begin(), a.shape().end());
     lo[ax] = at, hi[ax] = end;
     parts.push_back(slice(a, lo, hi, s));

@@ -169,6 +169,34 @@ inline void store(Kernel& k, Dtype d, IndexMap m, int value) {
   k.stores.push_back({static_cast<int>(k.buffers.size()) - 1, value});
 }
 
+// `op` over `axes` of a contiguous input of `shape` into a contiguous output of the kept axes.
+inline Kernel reduce_kernel(Dtype d, ReduceOp op, std::vector<int64_t> shape,
+                            std::vector<int> axes) {
+  std::vector<int64_t> st(shape.size());
+  int64_t s = 1;
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) st[i] = s, s *= shape[i];
+  Kernel k;
+  k.name = std::string("reduce_") + op_name(op) + "_" + d.name();
+  std::vector<int64_t> in_strides, kept_shape;
+  for (int i = 0; i < static_cast<int>(shape.size()); ++i)
+    if (std::find(axes.begin(), axes.end(), i) == axes.end()) {
+      k.domain.push_back(Dim::constant(shape[i]));
+      in_strides.push_back(st[i]);
+      kept_shape.push_back(shape[i]);
+    }
+  for (int a : axes) k.domain.push_back(Dim::constant(shape[a])), in_strides.push_back(st[a]);
+  int x = load(k, d, map_of(in_strides));
+  Value r;
+  r.kind = ValueKind::Reduce, r.dtype = op == ReduceOp::Argmax ? int64 : d, r.a = x;
+  int rv = add(k, r);
+  k.reduce = Reduction{op, static_cast<int>(axes.size()), rv};
+  std::vector<int64_t> out(k.domain.size(), 0);
+  int64_t o = 1;
+  for (int i = static_cast<int>(kept_shape.size()) - 1; i >= 0; --i) out[i] = o, o *= kept_shape[i];
+  store(k, r.dtype, map_of(out), rv);
+  return k;
+}
+
 // A 1-D kernel: out[i] = f(in_0[i], in_1[i], ...).
 inline Kernel elementwise(const std::vector<Dtype>& ins, std::function<Value(std::vector<int>)> f,
                           int64_t n) {

@@ -179,33 +179,6 @@ TEST(CpuBackend, RandomAndIndexValues) {
 
 // ---- reductions -----------------------------------------------------------------------------
 
-Kernel reduce_kernel(Dtype d, ReduceOp op, std::vector<int64_t> shape, std::vector<int> axes) {
-  // Domain: kept axes in order, then the reduced ones; input contiguous in `shape`.
-  std::vector<int64_t> st(shape.size());
-  int64_t s = 1;
-  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) st[i] = s, s *= shape[i];
-  Kernel k;
-  k.name = "reduce";
-  std::vector<int64_t> in_strides, kept_shape;
-  for (int i = 0; i < static_cast<int>(shape.size()); ++i)
-    if (std::find(axes.begin(), axes.end(), i) == axes.end()) {
-      k.domain.push_back(Dim::constant(shape[i]));
-      in_strides.push_back(st[i]);
-      kept_shape.push_back(shape[i]);
-    }
-  for (int a : axes) k.domain.push_back(Dim::constant(shape[a])), in_strides.push_back(st[a]);
-  int x = load(k, d, map_of(in_strides));
-  Value r;
-  r.kind = ValueKind::Reduce, r.dtype = op == ReduceOp::Argmax ? int64 : d, r.a = x;
-  int rv = add(k, r);
-  k.reduce = Reduction{op, static_cast<int>(axes.size()), rv};
-  std::vector<int64_t> out(k.domain.size(), 0);
-  int64_t o = 1;
-  for (int i = static_cast<int>(kept_shape.size()) - 1; i >= 0; --i) out[i] = o, o *= kept_shape[i];
-  store(k, r.dtype, map_of(out), rv);
-  return k;
-}
-
 // Every op and dtype, each in two of four walks (row, column/tiled, mixed strided, full),
 // alternating so every (op, walk) and every (dtype, walk) pair is covered; the walks are
 // dtype-independent code and LLVM spends ~0.1-1 s on each of these tiny unrolled kernels.

@@ -253,10 +253,7 @@ TEST(FusionRandom, CompiledMatchesEagerOnReference) {
 // exactly. float16/bfloat16 values are float32 results rounded, so they rarely differ, but by an
 // ulp of their type when they do (2^-11, 2^-8): programs using them allow 4e-3 / 3e-2.
 TEST(FusionRandom, CompiledOnCpuMatchesReference) {
-  bool have_cpu = false;
-  for (const DeviceInfo& d : devices())
-    have_cpu = have_cpu || (d.device.backend == "cpu" && d.available);
-  if (!have_cpu) GTEST_SKIP() << "the cpu backend is not built";
+  if (!test::backend_available("cpu")) GTEST_SKIP() << "the cpu backend is not built";
   // 300 programs: with eleven dtypes nearly every program compiles new kernels (~4.5 of them,
   // ~15 ms of LLVM each on a cold cache); the reference run above covers 500.
   run_programs(device("cpu"), 300, 2e-4, true);
@@ -330,10 +327,7 @@ inline int64_t vulkan_validation_messages() { return 0; }
 // Kiln's erf series) is within a few ulp, float sums accumulate in double, as on cpu: the same
 // tolerances as the cpu run.
 TEST(FusionRandom, CompiledOnVulkanMatchesReference) {
-  bool have_vulkan = false;
-  for (const DeviceInfo& d : devices())
-    have_vulkan = have_vulkan || (d.device.backend == "vulkan" && d.available);
-  if (!have_vulkan) GTEST_SKIP() << "no usable vulkan device";
+  if (!test::backend_available("vulkan")) GTEST_SKIP() << "no usable vulkan device";
   int64_t messages = vulkan_validation_messages();  // the layer is on in tests (CMakeLists)
   run_programs(device("vulkan"), 500, 2e-4, true);
   EXPECT_EQ(vulkan_validation_messages(), messages) << "validation problems (printed above)";
@@ -344,10 +338,7 @@ TEST(FusionRandom, CompiledOnVulkanMatchesReference) {
 // within a few ulp; the work-group trees reassociate float sums). 150 programs (~4.5 kernels
 // each): a cold PoCL build is ~0.5-1 s per kernel, and the program cache makes later runs fast.
 TEST(FusionRandom, CompiledOnOpenclMatchesReference) {
-  bool have_opencl = false;
-  for (const DeviceInfo& d : devices())
-    have_opencl = have_opencl || (d.device.backend == "opencl" && d.available);
-  if (!have_opencl) GTEST_SKIP() << "no usable OpenCL device";
+  if (!test::backend_available("opencl")) GTEST_SKIP() << "no usable OpenCL device";
   int count = 150;
   if (const char* e = std::getenv("KILN_OPENCL_RANDOM_GRAPHS")) count = std::atoi(e);
   run_programs(device("opencl"), count, 2e-4, true);

@@ -9,10 +9,9 @@
 
 using namespace kiln;
 using kiln::test::expect_error;
+using kiln::test::values;
 
 namespace {
-
-std::vector<double> values(const Array& a) { return astype(a, float64).to_vector<double>(); }
 
 // One parameter p (float64) and the loss sum(p * c), whose gradient is c, whatever p is.
 struct Fixed {
@@ -71,6 +70,15 @@ TEST(Optimizers, MisuseRaisesErrorsAndLeavesParametersAlone) {
                {"gradient of 'p' has shape (2,)", "(3,)"});
   EXPECT_EQ(values(f.params["p"]), std::vector<double>({1, 2, 3}));
   expect_error([&] { f.params["q"]; }, {"no parameter named 'q'", "have: p"});
+  // Another module with as many parameters: refused before the step count moves.
+  nn::Linear a(2, 3), b(3, 4);
+  optim::Adam adam(a.parameters(), 0.1);
+  expect_error(
+      [&] {
+        adam.update(b, {zeros({3, 4}), zeros({4})});
+      },
+      {"parameter 'weight' has shape (3, 4)", "made for one of shape (2, 3)"});
+  EXPECT_EQ(values(adam.state()[1]), std::vector<double>({0}));
   expect_error([&] { f.params.add("p", zeros({1})); }, {"named 'p' exists"});
   expect_error([&] { nn::MLP({4}, nn::relu); }, {"at least an input and an output size"});
   expect_error([&] { nn::mse(zeros({2}), zeros({3})); }, {"mse", "(2,)", "(3,)"});

@@ -22,17 +22,14 @@
 #include "backends/opencl/program_cache.h"
 #include "kernel_diff.h"
 #include "kiln.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
 
 using namespace kdiff;
 
-bool have_opencl() {
-  for (const DeviceInfo& d : devices())
-    if (d.device.backend == "opencl" && d.available) return true;
-  return false;
-}
+bool have_opencl() { return test::backend_available("opencl"); }
 
 #define REQUIRE_OPENCL() \
   if (!have_opencl()) GTEST_SKIP() << "no usable OpenCL device"
@@ -230,32 +227,6 @@ TEST(OpenclBackend, RandomIndexAndLaunchScalars) {
                                    launch_word(Scalar::of(1e-3))};
     compare_outputs(k, init, tols, what, params);
   }
-}
-
-Kernel reduce_kernel(Dtype d, ReduceOp op, std::vector<int64_t> shape, std::vector<int> axes) {
-  std::vector<int64_t> st(shape.size());
-  int64_t s = 1;
-  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) st[i] = s, s *= shape[i];
-  Kernel k;
-  k.name = std::string("reduce_") + op_name(op) + "_" + d.name();
-  std::vector<int64_t> in_strides, kept_shape;
-  for (int i = 0; i < static_cast<int>(shape.size()); ++i)
-    if (std::find(axes.begin(), axes.end(), i) == axes.end()) {
-      k.domain.push_back(Dim::constant(shape[i]));
-      in_strides.push_back(st[i]);
-      kept_shape.push_back(shape[i]);
-    }
-  for (int a : axes) k.domain.push_back(Dim::constant(shape[a])), in_strides.push_back(st[a]);
-  int x = load(k, d, map_of(in_strides));
-  Value r;
-  r.kind = ValueKind::Reduce, r.dtype = op == ReduceOp::Argmax ? int64 : d, r.a = x;
-  int rv = add(k, r);
-  k.reduce = Reduction{op, static_cast<int>(axes.size()), rv};
-  std::vector<int64_t> out(k.domain.size(), 0);
-  int64_t o = 1;
-  for (int i = static_cast<int>(kept_shape.size()) - 1; i >= 0; --i) out[i] = o, o *= kept_shape[i];
-  store(k, r.dtype, map_of(out), rv);
-  return k;
 }
 
 Tolerance reduce_tol(Dtype d, ReduceOp op) {

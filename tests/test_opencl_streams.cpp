@@ -9,15 +9,12 @@
 #include <string>
 
 #include "kiln.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
 
-bool have_opencl() {
-  for (const DeviceInfo& d : devices())
-    if (d.device.backend == "opencl" && d.available) return true;
-  return false;
-}
+bool have_opencl() { return test::backend_available("opencl"); }
 
 #define REQUIRE_OPENCL() \
   if (!have_opencl()) GTEST_SKIP() << "no usable OpenCL device"

@@ -11,10 +11,9 @@
 
 using namespace kiln;
 using kiln::test::expect_error;
+using kiln::test::values;
 
 namespace {
-
-std::vector<double> values(const Array& a) { return astype(a, float64).to_vector<double>(); }
 
 void expect_values(const Array& a, const std::vector<double>& want, double tol = 1e-6) {
   std::vector<double> got = values(a);
@@ -39,6 +38,14 @@ TEST(OpsMore, ElementwiseAndStatisticsMatchNumpy) {
       {std::expm1(1e-10), std::expm1(-1e-12), std::expm1(0.5), std::expm1(-0.5), std::expm1(20.0)},
       1e-14);
   expect_values(log1p(array(std::vector<double>{-1.0, INFINITY}, {2})), {-INFINITY, INFINITY});
+  // Near 0 the answer is about x itself: relative error, which log(1 + x) and exp(x) - 1 would
+  // get wrong by ~1e-6 (1 + 1e-10 rounds), is what the corrections are for.
+  for (double v : {1e-10, -1e-12, 3e-15}) {
+    Array t = array(v);
+    EXPECT_NEAR(log1p(t).item<double>(), std::log1p(v), 1e-15 * std::abs(v)) << v;
+    EXPECT_NEAR(expm1(t).item<double>(), std::expm1(v), 1e-15 * std::abs(v)) << v;
+  }
+
   Array x = array({-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 0.49999997f, NAN}, {8});
   expect_values(round(x), {-2, -2, -0, 0, 2, 2, 0, NAN});
   expect_values(sign(x), {-1, -1, -1, 1, 1, 1, 1, NAN});
@@ -78,6 +85,7 @@ TEST(OpsMore, IndexingSortingAndShapesMatchNumpy) {
   ASSERT_EQ(parts.size(), 3u);
   expect_values(parts[2], {4, 5});
   expect_values(split(arange(5, float32), std::vector<int64_t>{1, 3})[1], {1, 2});
+  expect_values(split(arange(5, float32), std::vector<int64_t>{-1})[0], {0, 1, 2, 3});
   expect_values(pad(array({1, 2}, {1, 2}), {{1, 0}, {0, 1}}, 7), {7, 7, 7, 1, 2, 7});
   Array sq = reshape(arange(9, float32), {3, 3});
   expect_values(tril(sq), {0, 0, 0, 3, 4, 0, 6, 7, 8});

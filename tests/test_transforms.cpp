@@ -12,6 +12,7 @@
 
 using namespace kiln;
 using kiln::test::expect_error;
+using kiln::test::values;
 
 namespace {
 
@@ -21,8 +22,6 @@ Array random_array(const Shape& shape, double lo, double hi, std::mt19937& rng) 
   for (double& x : v) x = u(rng);
   return array(v, shape, float64);
 }
-
-std::vector<double> values(const Array& a) { return astype(a, float64).to_vector<double>(); }
 
 double dot(const Array& a, const Array& b) {
   std::vector<double> x = values(a), y = values(b);

@@ -29,6 +29,16 @@
 
 namespace kiln::test {
 
+// Every element of `a` as a double (evaluating it).
+inline std::vector<double> values(const Array& a) { return astype(a, float64).to_vector<double>(); }
+
+// Whether a device of `backend` ("opencl", "vulkan", ...) is usable here.
+inline bool backend_available(const std::string& backend) {
+  for (const DeviceInfo& d : devices())
+    if (d.device.backend == backend && d.available) return true;
+  return false;
+}
+
 // Runs `f` and checks it raises kiln::Error whose message contains every one of `parts`.
 template <typename F>
 void expect_error(F&& f, const std::vector<std::string>& parts) {

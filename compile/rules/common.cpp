@@ -20,11 +20,11 @@ const PrimitiveRules& rules(Op op) {
     case Op::Slice: return kSliceRules;
     case Op::Concatenate: return kConcatenateRules;
     case Op::Matmul: return kMatmulRules;
+    case Op::Full: return kFullRules;
+    case Op::Arange: return kArangeRules;
+    case Op::Random: return kRandomRules;
     case Op::Constant:
-    case Op::Placeholder:
-    case Op::Full:
-    case Op::Arange:
-    case Op::Random: return kSourceRules;
+    case Op::Placeholder: return kSourceRules;
   }
   throw_error("internal: no rules for primitive ", static_cast<int>(op));
 }

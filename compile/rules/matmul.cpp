@@ -1,8 +1,6 @@
 // Rules of matmul. The primitive's operands are at least 2-D (ops.cpp promotes 1-D operands
 // and squeezes the result), with NumPy batch broadcasting; cotangents sum over the batch axes an
 // operand was broadcast along.
-#include <numeric>
-
 #include "compile/rules.h"
 #include "graph/ops.h"
 
@@ -23,18 +21,11 @@ Shape matmul_shape(const ArrayNode&, const std::vector<Array>& in) {
   return out;
 }
 
-Array swap_last(const Array& x) {
-  std::vector<int> perm(x.ndim());
-  std::iota(perm.begin(), perm.end(), 0);
-  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
-  return transpose(x, perm);
-}
-
 std::vector<MaybeArray> matmul_vjp(const ArrayNode& n, const Array&, const Array& ct) {
   if (!differentiable(n.dtype)) return {std::nullopt, std::nullopt};
   const Array &a = n.inputs[0], &b = n.inputs[1];
-  return {rule::unbroadcast(matmul(ct, swap_last(b)), a.shape()),
-          rule::unbroadcast(matmul(swap_last(a), ct), b.shape())};
+  return {rule::unbroadcast(matmul(ct, swapaxes(b, -1, -2)), a.shape()),
+          rule::unbroadcast(matmul(swapaxes(a, -1, -2), ct), b.shape())};
 }
 
 MaybeArray matmul_jvp(const ArrayNode& n, const Array&, const std::vector<MaybeArray>& t) {

@@ -45,17 +45,6 @@ int random_emit(EmitContext& cx, const ArrayNode& n) {
   return cx.add(val);
 }
 
-// The three sources a kernel computes; constants and placeholders are always buffers.
-int source_emit(EmitContext& cx, const ArrayNode& n) {
-  switch (n.op) {
-    case Op::Full: return full_emit(cx, n);
-    case Op::Arange: return arange_emit(cx, n);
-    case Op::Random: return random_emit(cx, n);
-    default: break;
-  }
-  throw_error("internal: ", primitive_name(n.op, n.params), " is emitted as a buffer, not inline");
-}
-
 Shape own_shape(const ArrayNode& n, const std::vector<Array>&) { return n.shape; }
 
 std::vector<MaybeArray> no_vjp(const ArrayNode&, const Array&, const Array&) { return {}; }
@@ -71,9 +60,15 @@ Batched no_vmap(const ArrayNode& n, const std::vector<Batched>&, int64_t) {
 
 }  // namespace
 
-// Fills, aranges and draws are computed inline from launch values and the index (constants and
-// placeholders are leaves: fusion never asks).
-const PrimitiveRules kSourceRules{own_shape,   true,   true,   rule::no_view,
-                                  source_emit, no_vjp, no_jvp, no_vmap};
+// Constants and placeholders are always buffers (leaves): fusion never emits them inline.
+const PrimitiveRules kSourceRules{own_shape, true,   false,  rule::no_view,
+                                  nullptr,   no_vjp, no_jvp, no_vmap};
+// Fills, aranges and draws are computed inline from launch values and the index.
+const PrimitiveRules kFullRules{own_shape, true,   true,   rule::no_view,
+                                full_emit, no_vjp, no_jvp, no_vmap};
+const PrimitiveRules kArangeRules{own_shape,   true,   true,   rule::no_view,
+                                  arange_emit, no_vjp, no_jvp, no_vmap};
+const PrimitiveRules kRandomRules{own_shape,   true,   true,   rule::no_view,
+                                  random_emit, no_vjp, no_jvp, no_vmap};
 
 }  // namespace kiln
