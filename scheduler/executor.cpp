@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 
 #include "backends/registry.h"
 #include "graph/error.h"
 #include "scheduler/cancel.h"
+#include "scheduler/lane_worker.h"
 #include "scheduler/lanes.h"
 #include "scheduler/profile_record.h"
 #include "scheduler/runtime.h"
@@ -438,44 +440,89 @@ void release_graph(const Plan& plan, const std::vector<bool>& key,
 
 }  // namespace
 
-void prepare(const Plan& plan) {
-  Stream caller = current_stream();
-  std::vector<Lane*> lanes;
-  for (const LaneSpec& spec : plan.lanes()) lanes.push_back(&lane_for(resolve_lane(spec, caller)));
-  binding_for(plan, lanes);
-}
+namespace {
 
-RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& inputs,
-                  const RunOptions& options) {
+// A plan's lanes resolved for one call, its binding, and what the caller's thread contributes
+// (cancel token, profiling), decided on the calling thread even when the plan runs elsewhere.
+struct Call {
+  std::vector<Lane*> lanes;
+  std::shared_ptr<const Binding> binding;
+  std::shared_ptr<CancelToken> cancel;
+  bool profiling = false;
+};
+
+Call resolve_call(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& inputs) {
   if (inputs.size() != plan.inputs.size())
     throw_error("plan takes ", plan.inputs.size(), " inputs, got ", inputs.size());
-  CallStateLease lease;
-  CallState& st = *lease.st;
-  st.plan = &plan;
+  Call c;
   Stream caller = current_stream();
-  st.lanes.clear();
   for (const LaneSpec& spec : plan.lanes())
-    st.lanes.push_back(&lane_for(resolve_lane(spec, caller)));
-  std::shared_ptr<const Binding> bound = binding_for(plan, st.lanes);
-  const Binding& binding = *bound;
-  st.binding = &binding;
-  st.task_kernels = &binding.kernels;
+    c.lanes.push_back(&lane_for(resolve_lane(spec, caller)));
+  c.binding = binding_for(plan, c.lanes);
+  c.cancel = current_cancel_token();
+  c.profiling = profile_active();
+  return c;
+}
+
+void setup_state(const Plan& plan, const Call& c, CallState& st,
+                 const std::vector<std::shared_ptr<Buffer>>& inputs) {
+  st.plan = &plan;
+  st.lanes = c.lanes;
+  st.binding = c.binding.get();
+  st.task_kernels = &c.binding->kernels;
   bind_buffers(plan, st, inputs);
   st.errors.assign(plan.tasks().size(), nullptr);
-  st.profiling = profile_active();
-  st.cancel = current_cancel_token();
+  st.profiling = c.profiling;
+  st.cancel = c.cancel;
+}
 
-  // Submissions to one stream run in submission order: hold each lane's order lock (in a fixed
-  // order, so two submissions touching the same streams cannot deadlock).
-  struct OrderLocks {
-    const std::vector<Lane*>& lanes;
-    explicit OrderLocks(const std::vector<Lane*>& l) : lanes(l) {
-      for (Lane* x : lanes) x->order.lock();
-    }
-    ~OrderLocks() {
-      for (auto it = lanes.rbegin(); it != lanes.rend(); ++it) (*it)->order.unlock();
-    }
-  } locks(binding.distinct);
+RunResult collect(const Plan& plan, const CallState& st) {
+  RunResult r;
+  r.errors.reserve(plan.outputs.size());
+  r.outputs.reserve(plan.outputs.size());
+  for (int slot : plan.outputs) {
+    std::exception_ptr err;
+    for (int t : plan.producers(slot))
+      if (st.errors[t]) err = st.errors[t];
+    r.errors.push_back(err);
+    r.outputs.push_back(err ? nullptr : st.buffers[slot]);
+  }
+  return r;
+}
+
+RunResult failed_result(const Plan& plan, std::exception_ptr e) {
+  RunResult r;
+  r.outputs.assign(plan.outputs.size(), nullptr);
+  r.errors.assign(plan.outputs.size(), e);
+  return r;
+}
+
+// Submissions to one stream run in submission order: hold each lane's order lock (in a fixed
+// order, so two submissions touching the same streams cannot deadlock).
+struct OrderLocks {
+  const std::vector<Lane*>& lanes;
+  explicit OrderLocks(const std::vector<Lane*>& l) : lanes(l) {
+    for (Lane* x : lanes) x->order.lock();
+  }
+  ~OrderLocks() {
+    for (auto it = lanes.rbegin(); it != lanes.rend(); ++it) (*it)->order.unlock();
+  }
+};
+
+bool has_host_tasks(const Plan& plan) {
+  for (const Task& t : plan.tasks())
+    if (t.kind == TaskKind::Host) return true;
+  return false;
+}
+
+// Runs a resolved call to completion on this thread.
+RunResult run_call(const Plan& plan, const Call& c,
+                   const std::vector<std::shared_ptr<Buffer>>& inputs, const RunOptions& options) {
+  CallStateLease lease;
+  CallState& st = *lease.st;
+  setup_state(plan, c, st, inputs);
+  const Binding& binding = *c.binding;
+  OrderLocks locks(binding.distinct);
 
   // Small plans and chains (nothing to run in parallel) of host work run on this thread.
   int ntasks = static_cast<int>(plan.tasks().size());
@@ -493,18 +540,171 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
     g->run(st);
     release_graph(plan, binding.inline_lanes, std::move(g));
   }
+  return collect(plan, st);
+}
 
-  RunResult r;
-  r.errors.reserve(plan.outputs.size());
-  r.outputs.reserve(plan.outputs.size());
-  for (int slot : plan.outputs) {
-    std::exception_ptr err;
-    for (int t : plan.producers(slot))
-      if (st.errors[t]) err = st.errors[t];
-    r.errors.push_back(err);
-    r.outputs.push_back(err ? nullptr : st.buffers[slot]);
+// Earlier asynchronous submissions to these host lanes run before a synchronous one.
+void drain_workers(const std::vector<Lane*>& lanes) {
+  for (Lane* l : lanes)
+    if (l->inline_queue)
+      if (LaneWorker* w = l->worker_if_any()) w->drain();
+}
+
+// An asynchronous submission: either a job on a host lane's worker, or device work enqueued on
+// one device queue whose events complete it.
+class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
+ public:
+  AsyncRun(const Plan& plan, std::shared_ptr<const void> keep, Call call, RunDone done)
+      : plan_(plan), keep_(std::move(keep)), call_(std::move(call)), done_(std::move(done)) {
+    for (Lane* l : call_.binding->distinct) l->async_started();
+    if (call_.profiling) profile_hold();
   }
-  return r;
+
+  void wait() override {
+    if (worker_) return worker_->wait(ticket_);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return finished_; });
+  }
+
+  // Host lane: the whole plan runs as one job of the lane's worker.
+  void submit_to_worker(std::vector<std::shared_ptr<Buffer>> inputs) {
+    Lane& lane = *call_.binding->distinct[0];
+    worker_ = &lane.worker();
+    auto self = shared_from_this();
+    ticket_ = worker_->submit([self, inputs = std::move(inputs)] {
+      RunResult r;
+      try {
+        r = run_call(self->plan_, self->call_, inputs, RunOptions{});
+      } catch (...) {
+        r = failed_result(self->plan_, std::current_exception());
+      }
+      self->complete(std::move(r));
+    });
+  }
+
+  // One device queue: every task is enqueued now, in a topological order (the in-order queue
+  // keeps it); the events' callbacks complete the run, on the driver's thread.
+  void enqueue_on_device(const std::vector<std::shared_ptr<Buffer>>& inputs) {
+    state_ = std::make_unique<CallState>();
+    CallState& st = *state_;
+    setup_state(plan_, call_, st, inputs);
+    started_.assign(plan_.tasks().size(), 0);
+    std::vector<std::pair<int, EventPtr>> events;
+    {
+      OrderLocks locks(call_.binding->distinct);
+      for (int t : plan_.order()) {
+        started_[t] = st.profiling ? profile_now_ns() : 0;
+        if (EventPtr ev = start_task(st, t))
+          events.emplace_back(t, std::move(ev));
+        else if (st.profiling && !st.aliased_copy[t])
+          record_profile(st, t, started_[t]);
+      }
+    }
+    remaining_.store(static_cast<int>(events.size()) + 1);
+    auto self = shared_from_this();
+    for (auto& [t, ev] : events)
+      ev->on_complete([self, t = t](std::exception_ptr e) {
+        if (e) record_error(*self->state_, t, e);
+        if (self->state_->profiling) record_profile(*self->state_, t, self->started_[t]);
+        self->event_done();
+      });
+    event_done();
+  }
+
+  // Undoes the submission's bookkeeping when it could not start.
+  void abandon() {
+    done_ = nullptr;
+    state_.reset();
+    finished_ = true;
+    for (Lane* l : call_.binding->distinct) l->async_finished();
+    if (call_.profiling) profile_release();
+  }
+
+ private:
+  void event_done() {
+    if (remaining_.fetch_sub(1) != 1) return;
+    CallState& st = *state_;
+    if (st.failed.load())
+      for (int t : plan_.order())
+        for (int d : plan_.tasks()[t].deps)
+          if (!st.errors[t] && st.errors[d]) st.errors[t] = st.errors[d];
+    RunResult r = collect(plan_, st);
+    state_.reset();  // the call's buffers go back to their pools now
+    complete(std::move(r));
+  }
+
+  void complete(RunResult r) {
+    auto self = shared_from_this();  // `done_` may drop the last other reference
+    {
+      RunDone done = std::move(done_);  // and what it holds goes before anyone sees the end
+      done(std::move(r));
+    }
+    std::vector<Lane*> lanes = call_.binding->distinct;
+    bool profiling = call_.profiling;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      finished_ = true;
+      call_ = Call{};
+      keep_.reset();
+    }
+    cv_.notify_all();
+    for (Lane* l : lanes) l->async_finished();
+    if (profiling) profile_release();
+  }
+
+  const Plan& plan_;
+  std::shared_ptr<const void> keep_;  // keeps plan_ alive
+  Call call_;
+  RunDone done_;
+  std::unique_ptr<CallState> state_;  // device path
+  std::vector<int64_t> started_;      // device path: per task, when it was enqueued
+  std::atomic<int> remaining_{0};     // device path: events not complete, plus one
+  LaneWorker* worker_ = nullptr;      // host path
+  uint64_t ticket_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+void prepare(const Plan& plan) {
+  Stream caller = current_stream();
+  std::vector<Lane*> lanes;
+  for (const LaneSpec& spec : plan.lanes()) lanes.push_back(&lane_for(resolve_lane(spec, caller)));
+  binding_for(plan, lanes);
+}
+
+RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& inputs,
+                  const RunOptions& options) {
+  Call c = resolve_call(plan, inputs);
+  drain_workers(c.binding->distinct);
+  return run_call(plan, c, inputs, options);
+}
+
+std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const void> keep,
+                                       std::vector<std::shared_ptr<Buffer>> inputs, RunDone done) {
+  Call c = resolve_call(plan, inputs);
+  const Binding& b = *c.binding;
+  bool on_worker = b.all_inline && b.distinct.size() == 1;
+  bool on_device = !b.all_inline && b.distinct.size() == 1 && !has_host_tasks(plan);
+  if (!on_worker && !on_device) {  // several lanes: run here, as execute() does
+    drain_workers(b.distinct);
+    done(run_call(plan, c, inputs, RunOptions{}));
+    return nullptr;
+  }
+  auto run = std::make_shared<AsyncRun>(plan, std::move(keep), std::move(c), std::move(done));
+  if (on_worker) {
+    run->submit_to_worker(std::move(inputs));
+  } else {
+    try {
+      run->enqueue_on_device(inputs);
+    } catch (...) {  // binding the buffers failed: nothing ran, the caller gets the error
+      run->abandon();
+      throw;
+    }
+  }
+  return run;
 }
 
 }  // namespace kiln

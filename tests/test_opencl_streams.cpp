@@ -170,6 +170,87 @@ TEST(OpenclStreams, MatmulAndRandomOnTheDevice) {
   expect_close(c.to_vector<float>(), matmul(ar, br).to_vector<float>(), 1e-5f);
 }
 
+// The kernel intervals of `a` and `b` in the profile overlap in time.
+bool overlap(const std::vector<TaskEvent>& events, const Device& a, const Device& b) {
+  for (const TaskEvent& x : events)
+    for (const TaskEvent& y : events)
+      if (x.device == a && y.device == b && x.name != "copy" && y.name != "copy" &&
+          x.start_ns < y.end_ns && y.start_ns < x.end_ns)
+        return true;
+  return false;
+}
+
+// One thread keeps a cpu lane and an opencl lane busy at once: a compiled call returns when its
+// plan is submitted, so the second call starts while the first still runs, in either order.
+TEST(OpenclStreams, OneThreadKeepsCpuAndOpenclLanesBusy) {
+  REQUIRE_OPENCL();
+  Device cl = device("opencl"), cpu = device("cpu");
+  // Compute-bound (one fused kernel of several transcendental steps) and long enough on either
+  // device (tens of ms) that the calling thread, which competes with the cpu lane for this
+  // machine's cores, submits the second call while the first still runs.
+  auto gelu = compile([](const std::vector<Array>& in) {
+    Array x = in[0];
+    for (int i = 0; i < 6; ++i) x = x * (1.0f + erf(x * 0.70710678f)) * 0.5f + tanh(x);
+    return std::vector<Array>{x};
+  });
+  Array x = array(iota(1 << 23, 1e-7f), {1 << 23});
+  Array xc = negative(negative(x, cl), cl);  // the opencl call's input lives on the device
+  eval(xc);
+  Stream cs = new_stream(cpu), os = new_stream(cl);
+  auto on = [&](const Stream& s, const Array& in) {
+    StreamScope scope(s);
+    return gelu({in})[0];
+  };
+  on(cs, x).to_vector<float>(), on(os, xc).to_vector<float>();  // compile both first
+  for (bool cpu_first : {true, false}) {
+    std::vector<TaskEvent> events;
+    Array a = x, b = x;
+    {
+      ProfileScope prof;
+      if (cpu_first) {
+        a = on(cs, x);
+        b = on(os, xc);
+      } else {
+        b = on(os, xc);
+        a = on(cs, x);
+      }
+      eval({a, b});
+      events = prof.events();
+    }
+    std::string listing;
+    for (const TaskEvent& e : events)
+      listing += e.name + " " + e.device.str() + " " + std::to_string(e.start_ns % 100000000) +
+                 ".." + std::to_string(e.end_ns % 100000000) + "\n";
+    EXPECT_TRUE(overlap(events, cpu, cl))
+        << (cpu_first ? "cpu first\n" : "opencl first\n") << listing;
+    expect_close(b.to_vector<float>(), a.to_vector<float>(), 2e-5f);
+  }
+}
+
+// async_eval on an opencl lane returns before the device finishes; eval waits; errors of the
+// work reach whoever waits.
+TEST(OpenclStreams, AsyncEvalAndCompiledCallsOnTheDevice) {
+  REQUIRE_OPENCL();
+  Device cl = device("opencl");
+  Stream s = new_stream(cl);
+  Array xr = array(iota(1 << 16, 1e-4f), {1 << 16}, float32, device("reference"));
+  float want =
+      sum(tanh(xr, device("reference")) * 2.0f, -1, false, device("reference")).item<float>();
+  StreamScope scope(s);
+  Array x = array(iota(1 << 16, 1e-4f), {1 << 16});
+  Array y = sum(tanh(x) * 2.0f);
+  async_eval(y);
+  EXPECT_NEAR(y.item<float>(), want, 1e-3f);
+  // Many in-flight calls from one thread, read back in reverse.
+  auto f = compile([](const std::vector<Array>& in) { return std::vector<Array>{in[0] * 3.0f}; });
+  std::vector<Array> outs;
+  for (int i = 0; i < 40; ++i) outs.push_back(f({full({256}, static_cast<float>(i))})[0]);
+  for (int i = 39; i >= 0; --i) EXPECT_EQ(outs[i].to_vector<float>()[255], 3.0f * i);
+  // Dropped without waiting: synchronize returns once the work is done.
+  for (int i = 0; i < 10; ++i) f({x});
+  synchronize(s);
+}
+
 TEST(OpenclStreams, ErrorsFailOnlyTheirDependents) {
   REQUIRE_OPENCL();
   Device cl = device("opencl");
