@@ -66,6 +66,15 @@ class Queue {
   virtual EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) = 0;
   virtual EventPtr enqueue_matmul(const MatmulArgs& args) = 0;
   virtual void finish() = 0;  // waits for all enqueued work
+  // Device-side ordering between lanes: whether enqueue_wait accepts events of other queues on
+  // the same device, and the call itself, which makes the work enqueued on this queue from now
+  // on wait, on the device, for `events` (no host thread waits). Returns false when it cannot;
+  // the executor then orders the work on the host.
+  virtual bool waits_on_device() const { return false; }
+  virtual bool enqueue_wait(const std::vector<EventPtr>& events) {
+    (void)events;
+    return false;
+  }
   // True when enqueue_* complete the work before returning (host backends).
   virtual bool runs_inline() const = 0;
 };

@@ -515,6 +515,18 @@ bool has_host_tasks(const Plan& plan) {
   return false;
 }
 
+// Whether every task can be enqueued at submission: one device queue, or several queues of
+// one device that order work between them on the device (Queue::enqueue_wait).
+bool device_lanes_only(const Binding& b) {
+  if (b.all_inline || b.distinct.empty()) return false;
+  if (b.distinct.size() == 1) return true;
+  for (Lane* l : b.distinct)
+    if (l->inline_queue || !l->queue->waits_on_device() ||
+        !(l->stream.device == b.distinct[0]->stream.device))
+      return false;
+  return true;
+}
+
 // Runs a resolved call to completion on this thread.
 RunResult run_call(const Plan& plan, const Call& c,
                    const std::vector<std::shared_ptr<Buffer>>& inputs, const RunOptions& options) {
@@ -582,22 +594,41 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
     });
   }
 
-  // One device queue: every task is enqueued now, in a topological order (the in-order queue
-  // keeps it); the events' callbacks complete the run, on the driver's thread.
+  // Device queues only: every task is enqueued now, in a topological order (each in-order
+  // queue keeps it; between queues, device-side waits); the events' callbacks complete the
+  // run, on the driver's thread.
   void enqueue_on_device(const std::vector<std::shared_ptr<Buffer>>& inputs) {
     state_ = std::make_unique<CallState>();
     CallState& st = *state_;
     setup_state(plan_, call_, st, inputs);
     started_.assign(plan_.tasks().size(), 0);
     std::vector<std::pair<int, EventPtr>> events;
+    // Per task, the device events that stand for its completion: its own, or (work that
+    // completed at once, an aliased copy) its dependencies'. A task waits, on its lane's queue,
+    // for those of its dependencies on other lanes; its own lane's queue is in order.
+    std::vector<std::vector<std::pair<Lane*, EventPtr>>> frontier(plan_.tasks().size());
     {
       OrderLocks locks(call_.binding->distinct);
       for (int t : plan_.order()) {
+        Lane* lane = st.lanes[plan_.tasks()[t].lane];
+        std::vector<EventPtr> waits;
+        for (int d : plan_.tasks()[t].deps)
+          for (const auto& [l, ev] : frontier[d])
+            if (l != lane) waits.push_back(ev);
+        if (!waits.empty() && !lane->queue->enqueue_wait(waits))
+          record_error(st, t,
+                       std::make_exception_ptr(
+                           Error("executor: the queue of " + lane->stream.str() +
+                                 " cannot wait for work of another lane on the device")));
         started_[t] = st.profiling ? profile_now_ns() : 0;
-        if (EventPtr ev = start_task(st, t))
+        if (EventPtr ev = start_task(st, t)) {
+          frontier[t].emplace_back(lane, ev);
           events.emplace_back(t, std::move(ev));
-        else if (st.profiling && !st.aliased_copy[t])
-          record_profile(st, t, started_[t]);
+        } else {
+          if (st.profiling && !st.aliased_copy[t]) record_profile(st, t, started_[t]);
+          for (int d : plan_.tasks()[t].deps)
+            frontier[t].insert(frontier[t].end(), frontier[d].begin(), frontier[d].end());
+        }
       }
     }
     remaining_.store(static_cast<int>(events.size()) + 1);
@@ -687,7 +718,7 @@ std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const v
   Call c = resolve_call(plan, inputs);
   const Binding& b = *c.binding;
   bool on_worker = b.all_inline && b.distinct.size() == 1;
-  bool on_device = !b.all_inline && b.distinct.size() == 1 && !has_host_tasks(plan);
+  bool on_device = device_lanes_only(b) && !has_host_tasks(plan);
   if (!on_worker && !on_device) {  // several lanes: run here, as execute() does
     drain_workers(b.distinct);
     done(run_call(plan, c, inputs, RunOptions{}));

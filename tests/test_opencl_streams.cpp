@@ -251,6 +251,46 @@ TEST(OpenclStreams, AsyncEvalAndCompiledCallsOnTheDevice) {
   synchronize(s);
 }
 
+// A producer on one opencl lane and consumers on another: the consumer's queue waits for the
+// producer's event on the device (a barrier with a wait list), with no host round trip between.
+// Were the ordering lost, the consumer would read the previous iteration's (or uninitialised)
+// values of the producer's output, whose buffer the pool hands back at each call.
+TEST(OpenclStreams, LanesOfOneDeviceOrderThroughDeviceEvents) {
+  REQUIRE_OPENCL();
+  Device cl = device("opencl");
+  Stream s1 = new_stream(cl), s2 = new_stream(cl);
+  auto f = compile([&](const std::vector<Array>& in) {
+    Array a = tanh(in[0] * 1.5f, s1) + in[1];  // producer on s1 (long enough to be overtaken)
+    Array b = sum(a * a, -1, false, s2);       // consumers on s2
+    Array c = a * 2.0f + 1.0f;                 // (on the caller's stream: s2 below)
+    return std::vector<Array>{b, c};
+  });
+  const int n = 1 << 18;
+  Array x = array(iota(n, 1e-5f), {4, n / 4});
+  std::vector<Array> bs, cs;
+  StreamScope scope(s2);
+  for (int i = 0; i < 30; ++i) {
+    auto out = f({x, full({1}, static_cast<float>(i))});
+    bs.push_back(out[0]);
+    cs.push_back(out[1]);
+  }
+  std::vector<float> xs = iota(n, 1e-5f);
+  for (int i = 0; i < 30; i += 7) {
+    std::vector<float> c = cs[i].to_vector<float>(), b = bs[i].to_vector<float>();
+    for (int j = 0; j < n; j += 997) {
+      float a = std::tanh(xs[j] * 1.5f) + i;
+      EXPECT_NEAR(c[j], a * 2.0f + 1.0f, 1e-4f * (1 + std::fabs(a))) << "call " << i;
+    }
+    double want = 0;
+    for (int j = 0; j < n / 4; ++j) {
+      double a = std::tanh(xs[j] * 1.5f) + i;
+      want += a * a;
+    }
+    EXPECT_NEAR(b[0], want, 1e-4 * want) << "call " << i;
+  }
+  for (int i = 0; i < 30; ++i) bs[i].to_vector<float>();
+}
+
 TEST(OpenclStreams, ErrorsFailOnlyTheirDependents) {
   REQUIRE_OPENCL();
   Device cl = device("opencl");
