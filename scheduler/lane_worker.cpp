@@ -1,5 +1,7 @@
 #include "scheduler/lane_worker.h"
 
+#include <chrono>
+
 namespace kiln {
 
 LaneWorker::~LaneWorker() {
@@ -17,7 +19,11 @@ uint64_t LaneWorker::submit(std::function<void()> job) {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(job));
     ticket = ++submitted_;
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    if (exited_ && thread_.joinable()) thread_.join();  // it left the loop and released mu_
+    if (!thread_.joinable()) {
+      exited_ = false;
+      thread_ = std::thread([this] { loop(); });
+    }
   }
   cv_.notify_all();
   return ticket;
@@ -59,12 +65,18 @@ bool LaneWorker::idle() {
   return finished_ == submitted_;
 }
 
+// An idle worker's thread ends after a while (streams live for the whole process; an idle
+// thread per stream ever used would not), and the next submission starts a new one.
 void LaneWorker::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (take_and_run(lock)) continue;
     if (stop_ && queue_.empty() && !busy_) return;
-    cv_.wait(lock);
+    if (cv_.wait_for(lock, std::chrono::seconds(2)) == std::cv_status::timeout && queue_.empty() &&
+        !busy_ && !stop_) {
+      exited_ = true;
+      return;
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 // The serial runner behind an inline (host) lane's asynchronous submissions: a FIFO of jobs run
 // one at a time in submission order, by the lane's own thread or by a thread that waits for one
 // of them (it runs the jobs ahead of it itself instead of sleeping, so `f(x).item()` on a cpu
-// stream costs no thread hand-off when the worker has not picked the job up yet).
+// stream costs no thread hand-off when the worker has not picked the job up yet). The thread
+// ends after two idle seconds and the next submission starts another.
 #pragma once
 
 #include <condition_variable>
@@ -37,7 +38,8 @@ class LaneWorker {
   std::deque<std::function<void()>> queue_;
   uint64_t submitted_ = 0, finished_ = 0;  // tickets are 1, 2, ...; jobs finish in order
   bool busy_ = false, stop_ = false;
-  std::thread thread_;  // started on the first submission
+  bool exited_ = false;  // the thread left its loop after idling; join it before a new one
+  std::thread thread_;   // started by a submission when none is running
 };
 
 }  // namespace kiln

@@ -236,6 +236,22 @@ TEST(Async, CpuCallsOnOneStreamKeepTheirOrderAndValues) {
     EXPECT_EQ(all[i].to_vector<float>()[999], static_cast<float>(i + 1)) << i;
 }
 
+// A cpu stream's worker thread ends after idling; later calls on the stream start another.
+TEST(Async, ACpuStreamWorksAfterItsWorkerIdled) {
+  auto f = affine();
+  Array x = array(iota(64), {4, 16});
+  StreamScope scope(new_stream(device("cpu")));
+  std::vector<Array> first = f({x});
+  eval(first);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // past the idle limit
+  std::vector<Array> later;
+  for (int i = 0; i < 5; ++i) later = f({later.empty() ? x : later[0]});
+  float v = x.to_vector<float>()[5];
+  for (int i = 0; i < 5; ++i) v = v * 2.0f + 1.0f;
+  EXPECT_FLOAT_EQ(later[0].to_vector<float>()[5], v);
+  EXPECT_FLOAT_EQ(first[0].to_vector<float>()[5], x.to_vector<float>()[5] * 2.0f + 1.0f);
+}
+
 TEST(Async, DroppingInFlightArraysNeitherHangsNorLeaks) {
   GatedBackend& g = gated();
   auto f = affine();
