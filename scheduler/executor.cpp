@@ -515,15 +515,23 @@ bool has_host_tasks(const Plan& plan) {
   return false;
 }
 
-// Whether every task can be enqueued at submission: one device queue, or several queues of
-// one device that order work between them on the device (Queue::enqueue_wait).
+// Whether every device task can be enqueued at submission: one device queue and nothing else,
+// or queues of one device that order work on the device (Queue::enqueue_wait, signals for the
+// host lanes' tasks), with host lanes (whose memory is host memory) or without.
 bool device_lanes_only(const Binding& b) {
   if (b.all_inline || b.distinct.empty()) return false;
   if (b.distinct.size() == 1) return true;
-  for (Lane* l : b.distinct)
-    if (l->inline_queue || !l->queue->waits_on_device() ||
-        !(l->stream.device == b.distinct[0]->stream.device))
+  const Lane* first = nullptr;
+  for (Lane* l : b.distinct) {
+    // A host lane's data must be host memory: the device then reads it with a transfer that
+    // waits for the signal. Other memory (a test double's) is read by a blocking transfer at
+    // enqueue, before its producer has run.
+    if (l->inline_queue && !l->backend->uses_host_memory()) return false;
+    if (l->inline_queue) continue;
+    if (!l->queue->waits_on_device() || (first && !(l->stream.device == first->stream.device)))
       return false;
+    if (!first) first = l;
+  }
   return true;
 }
 
@@ -594,23 +602,46 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
     });
   }
 
-  // Device queues only: every task is enqueued now, in a topological order (each in-order
-  // queue keeps it; between queues, device-side waits); the events' callbacks complete the
-  // run, on the driver's thread.
+  // Device queues (of one device) and possibly host lanes: every device task is enqueued now,
+  // in a topological order (each in-order queue keeps it; between queues, device-side waits);
+  // a host task runs on the TBB arena once its dependencies complete, and device work reading
+  // its output waits on the device for a signal it completes (an OpenCL user event). Device
+  // events' callbacks complete the run, on the driver's thread.
   void enqueue_on_device(const std::vector<std::shared_ptr<Buffer>>& inputs) {
     state_ = std::make_unique<CallState>();
     CallState& st = *state_;
     setup_state(plan_, call_, st, inputs);
-    started_.assign(plan_.tasks().size(), 0);
+    size_t n = plan_.tasks().size();
+    started_.assign(n, 0);
+    signals_.assign(n, nullptr);
+    deps_left_ = std::make_unique<std::atomic<int>[]>(n);
+    for (size_t t = 0; t < n; ++t) deps_left_[t].store(0);
+    for (size_t t = 0; t < n; ++t)
+      for (int s : plan_.successors(static_cast<int>(t))) deps_left_[s].fetch_add(1);
+    std::vector<Lane*> device_lanes;
+    for (Lane* l : call_.binding->distinct)
+      if (!l->inline_queue) device_lanes.push_back(l);
     std::vector<std::pair<int, EventPtr>> events;
-    // Per task, the device events that stand for its completion: its own, or (work that
-    // completed at once, an aliased copy) its dependencies'. A task waits, on its lane's queue,
-    // for those of its dependencies on other lanes; its own lane's queue is in order.
-    std::vector<std::vector<std::pair<Lane*, EventPtr>>> frontier(plan_.tasks().size());
+    std::vector<int> done_now, ready_host;
+    // Per task, the device events that stand for its completion: its own, its signal, or
+    // (work that completed at once, an aliased copy) its dependencies'. A task waits, on its
+    // lane's queue, for those of its dependencies on other lanes; its own queue is in order.
+    std::vector<std::vector<std::pair<Lane*, EventPtr>>> frontier(n);
     {
-      OrderLocks locks(call_.binding->distinct);
+      OrderLocks locks(device_lanes);
       for (int t : plan_.order()) {
         Lane* lane = st.lanes[plan_.tasks()[t].lane];
+        if (lane->inline_queue) {
+          if (feeds_device(t)) {
+            signals_[t] = device_lanes[0]->queue->create_signal();
+            if (!signals_[t])
+              throw_error("executor: ", device_lanes[0]->stream.str(),
+                          " has no signals for work of a cpu lane");
+            frontier[t].emplace_back(lane, signals_[t]->event());
+          }
+          if (deps_left_[t].load() == 0) ready_host.push_back(t);
+          continue;
+        }
         std::vector<EventPtr> waits;
         for (int d : plan_.tasks()[t].deps)
           for (const auto& [l, ev] : frontier[d])
@@ -626,19 +657,18 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
           events.emplace_back(t, std::move(ev));
         } else {
           if (st.profiling && !st.aliased_copy[t]) record_profile(st, t, started_[t]);
+          done_now.push_back(t);
           for (int d : plan_.tasks()[t].deps)
             frontier[t].insert(frontier[t].end(), frontier[d].begin(), frontier[d].end());
         }
       }
     }
-    remaining_.store(static_cast<int>(events.size()) + 1);
+    remaining_.store(static_cast<int>(n) + 1);
     auto self = shared_from_this();
     for (auto& [t, ev] : events)
-      ev->on_complete([self, t = t](std::exception_ptr e) {
-        if (e) record_error(*self->state_, t, e);
-        if (self->state_->profiling) record_profile(*self->state_, t, self->started_[t]);
-        self->event_done();
-      });
+      ev->on_complete([self, t = t](std::exception_ptr e) { self->task_done(t, e, true); });
+    for (int t : done_now) task_done(t, nullptr, false);
+    for (int t : ready_host) schedule(t);
     event_done();
   }
 
@@ -652,13 +682,60 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
   }
 
  private:
+  bool feeds_device(int t) const {
+    for (int s : plan_.successors(t))
+      if (!state_->lanes[plan_.tasks()[s].lane]->inline_queue) return true;
+    return false;
+  }
+
+  // A task finished (device event, work done at once, or a host task): its host successors
+  // whose dependencies are all done run next.
+  void task_done(int t, std::exception_ptr e, bool record) {
+    CallState& st = *state_;
+    if (e) record_error(st, t, e);
+    if (record && st.profiling && !st.aliased_copy[t]) record_profile(st, t, started_[t]);
+    for (int s : plan_.successors(t))
+      if (st.lanes[plan_.tasks()[s].lane]->inline_queue && deps_left_[s].fetch_sub(1) == 1)
+        schedule(s);
+    event_done();
+  }
+
+  static oneapi::tbb::task_arena& arena() {
+    static oneapi::tbb::task_arena a;
+    return a;
+  }
+
+  // A host task of a mixed plan runs on the TBB arena (never on a driver's callback thread).
+  void schedule(int t) {
+    auto self = shared_from_this();
+    arena().enqueue([self, t] { self->run_host(t); });
+  }
+
+  void run_host(int t) {
+    CallState& st = *state_;
+    started_[t] = st.profiling ? profile_now_ns() : 0;
+    EventPtr ev = start_task(st, t);  // fails at once when a dependency failed
+    auto finish = [self = shared_from_this(), t](std::exception_ptr e) {
+      CallState& s = *self->state_;
+      if (e) record_error(s, t, e);
+      if (self->signals_[t]) self->signals_[t]->complete(s.errors[t]);
+      self->task_done(t, nullptr, true);
+    };
+    if (ev)
+      ev->on_complete(finish);  // a copy out of device memory, on the device's queue
+    else
+      finish(nullptr);
+  }
+
   void event_done() {
     if (remaining_.fetch_sub(1) != 1) return;
     CallState& st = *state_;
+    // A task whose input failed reports that failure (the root cause, not the device's
+    // "an event in the wait list failed").
     if (st.failed.load())
       for (int t : plan_.order())
         for (int d : plan_.tasks()[t].deps)
-          if (!st.errors[t] && st.errors[d]) st.errors[t] = st.errors[d];
+          if (st.errors[d]) st.errors[t] = st.errors[d];
     RunResult r = collect(plan_, st);
     state_.reset();  // the call's buffers go back to their pools now
     complete(std::move(r));
@@ -687,10 +764,12 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
   std::shared_ptr<const void> keep_;  // keeps plan_ alive
   Call call_;
   RunDone done_;
-  std::unique_ptr<CallState> state_;  // device path
-  std::vector<int64_t> started_;      // device path: per task, when it was enqueued
-  std::atomic<int> remaining_{0};     // device path: events not complete, plus one
-  LaneWorker* worker_ = nullptr;      // host path
+  std::unique_ptr<CallState> state_;               // device path
+  std::vector<int64_t> started_;                   // device path: per task, when it was enqueued
+  std::atomic<int> remaining_{0};                  // device path: tasks not complete, plus one
+  std::unique_ptr<std::atomic<int>[]> deps_left_;  // device path: per task, deps not done
+  std::vector<std::shared_ptr<Signal>> signals_;   // device path: per host task feeding a device
+  LaneWorker* worker_ = nullptr;                   // host path
   uint64_t ticket_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -719,6 +798,7 @@ std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const v
   const Binding& b = *c.binding;
   bool on_worker = b.all_inline && b.distinct.size() == 1;
   bool on_device = device_lanes_only(b) && !has_host_tasks(plan);
+  if (on_device && !b.all_inline) drain_workers(b.distinct);  // earlier cpu jobs run first
   if (!on_worker && !on_device) {  // several lanes: run here, as execute() does
     drain_workers(b.distinct);
     done(run_call(plan, c, inputs, RunOptions{}));

@@ -291,6 +291,42 @@ TEST(OpenclStreams, LanesOfOneDeviceOrderThroughDeviceEvents) {
   for (int i = 0; i < 30; ++i) bs[i].to_vector<float>();
 }
 
+// A cpu producer, an opencl consumer and a cpu consumer of that, in one compiled call: the
+// opencl work is enqueued at the call, waiting on the device for a signal (a user event) the
+// cpu task completes. Were that wait lost, the device would copy the cpu output before it is
+// written. A failing cpu task fails the device work after it with its own error.
+TEST(OpenclStreams, CpuProducersReachOpenclThroughSignals) {
+  REQUIRE_OPENCL();
+  Device cl = device("opencl"), cpu = device("cpu");
+  Stream cs = new_stream(cpu), os = new_stream(cl);
+  auto f = compile([&](const std::vector<Array>& in) {
+    Array a = tanh(in[0] * 1.5f, cs) + in[1];        // cpu producer
+    Array b = add(exp(negative(a, os), os), a, os);  // opencl consumer
+    Array c = sum(b, -1, false, cs);                 // cpu consumer of the device result
+    return std::vector<Array>{b, c};
+  });
+  const int n = 1 << 16;
+  Array x = array(iota(n, 1e-4f), {4, n / 4});
+  std::vector<float> xs = iota(n, 1e-4f);
+  std::vector<std::vector<Array>> outs;
+  for (int i = 0; i < 20; ++i) outs.push_back(f({x, full({1}, static_cast<float>(i % 3))}));
+  for (int i = 0; i < 20; ++i) {
+    std::vector<float> b = outs[i][0].to_vector<float>(), c = outs[i][1].to_vector<float>();
+    double row = 0;
+    for (int j = 0; j < n; ++j) {
+      float a = std::tanh(xs[j] * 1.5f) + static_cast<float>(i % 3);
+      float want = std::exp(-a) + a;
+      if (j % 331 == 0) {
+        EXPECT_NEAR(b[j], want, 1e-5f * (1 + std::fabs(want))) << i << " " << j;
+      }
+      if (j < n / 4) row += b[j];
+    }
+    EXPECT_NEAR(c[0], row, 1e-4 * std::fabs(row)) << "call " << i;
+  }
+  EXPECT_EQ(outs[0][0].device(), cl);
+  EXPECT_EQ(outs[0][1].device(), cpu);
+}
+
 TEST(OpenclStreams, ErrorsFailOnlyTheirDependents) {
   REQUIRE_OPENCL();
   Device cl = device("opencl");

@@ -78,6 +78,31 @@ class ClEvent : public Event, public std::enable_shared_from_this<ClEvent> {
   std::vector<std::shared_ptr<void>> keep_;
 };
 
+// A user event: device commands wait for it in their wait lists until the executor completes
+// it from the host (a cpu task finished). Dropped uncompleted, it fails, releasing its waiters.
+class ClSignal : public Signal {
+ public:
+  explicit ClSignal(cl_context ctx) {
+    cl_int err = CL_SUCCESS;
+    cl_event e = clCreateUserEvent(ctx, &err);
+    cl_check(err, "clCreateUserEvent");
+    event_ = std::make_shared<ClEvent>(e, "a cpu task the device waited for",
+                                       std::vector<std::shared_ptr<void>>{});
+  }
+  ~ClSignal() override {
+    if (!done_.exchange(true)) clSetUserEventStatus(event_->handle(), -1);
+  }
+  EventPtr event() override { return event_; }
+  void complete(std::exception_ptr error) override {
+    if (done_.exchange(true)) return;
+    clSetUserEventStatus(event_->handle(), error ? -1 : CL_COMPLETE);
+  }
+
+ private:
+  std::shared_ptr<ClEvent> event_;
+  std::atomic<bool> done_{false};
+};
+
 // One entry point of a built program. cl_kernel argument state is shared, so setting arguments
 // and enqueueing happen under `mu`.
 struct Entry {
@@ -273,6 +298,9 @@ class ClQueue : public Queue {
   void finish() override { cl_check(clFinish(q_), "clFinish"); }
   bool runs_inline() const override { return false; }
   bool waits_on_device() const override { return true; }
+  std::shared_ptr<Signal> create_signal() override {
+    return std::make_shared<ClSignal>(dev_.context);
+  }
 
   // A barrier with a wait list: later commands on this in-order queue start after `events`
   // complete, on the device. Events of another context (another device) cannot be waited on.
