@@ -29,6 +29,16 @@ class Event {
 };
 using EventPtr = std::shared_ptr<Event>;
 
+// A completion the host signals (an OpenCL user event): device work can be enqueued before the
+// cpu task producing its input has run, and wait for it on the device. Completed exactly once;
+// a backend completes a dropped, uncompleted signal with an error so no queue waits forever.
+class Signal {
+ public:
+  virtual ~Signal() = default;
+  virtual EventPtr event() = 0;  // what Queue::enqueue_wait takes
+  virtual void complete(std::exception_ptr error) = 0;
+};
+
 // A Kernel compiled for one device; opaque to everyone but its backend.
 class CompiledKernel {
  public:
@@ -66,15 +76,18 @@ class Queue {
   virtual EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) = 0;
   virtual EventPtr enqueue_matmul(const MatmulArgs& args) = 0;
   virtual void finish() = 0;  // waits for all enqueued work
-  // Orders the work enqueued next on this queue after the device work behind `ev` (an Event
-  // another queue of the same backend returned) on the device itself, with no host thread
-  // waiting (Vulkan: the next submission waits on the producer lane's timeline value). False
-  // when this queue cannot (another device or backend, a host queue): the caller then waits
-  // for `ev` before enqueuing, as it does today.
-  virtual bool enqueue_wait(const EventPtr& ev) {
-    (void)ev;
+  // Device-side ordering between lanes: whether enqueue_wait accepts events of other queues on
+  // the same device and of this queue's signals (create_signal), and the call itself, which
+  // makes the work enqueued on this queue from now on wait, on the device, for `events` (no
+  // host thread waits). Returns false when it cannot; the executor then orders the work on
+  // the host.
+  virtual bool waits_on_device() const { return false; }
+  virtual bool enqueue_wait(const std::vector<EventPtr>& events) {
+    (void)events;
     return false;
   }
+  // A signal device work on this device can wait for; null when the queue has none.
+  virtual std::shared_ptr<Signal> create_signal() { return nullptr; }
   // True when enqueue_* complete the work before returning (host backends).
   virtual bool runs_inline() const = 0;
 };

@@ -15,6 +15,7 @@
 #endif
 #ifdef KILN_HAVE_OPENCL_BACKEND
 #include "backends/opencl/opencl_backend.h"
+#include "graph/immortal.h"
 #endif
 
 namespace kiln {
@@ -90,7 +91,8 @@ void register_builtins(Registry& r) {
 
 // The registry, with the built-ins registered before anyone else can look or add.
 Registry& registry() {
-  static Registry r;
+  static Immortal<Registry> reg;  // backends outlive work still running at exit
+  Registry& r = reg.get();
   if (!t_registering_builtins) std::call_once(r.builtins, [&] { register_builtins(r); });
   return r;
 }

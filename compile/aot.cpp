@@ -226,7 +226,7 @@ std::vector<Array> Executable::operator()(const std::vector<Array>& args) const 
                   s.impl ? "; lower the function again for these arguments"
                          : "; a loaded artifact runs the shapes it was saved with");
   }
-  if (!s.impl) return run_plan(*s.plan, args);
+  if (!s.impl) return run_plan(s.plan, args);
   std::vector<Array> state = s.impl->state_inputs();
   std::shared_ptr<ShapePlan> plan = s.plan;
   if (any_shape) {
@@ -234,7 +234,7 @@ std::vector<Array> Executable::operator()(const std::vector<Array>& args) const 
     all.insert(all.end(), state.begin(), state.end());
     plan = s.impl->lowered_for(*s.entry, all);
   }
-  return s.impl->run(*s.entry, *plan, args, state);
+  return s.impl->run(*s.entry, plan, args, state);
 }
 
 std::string Executable::as_text() const { return lowered_text(*s_); }

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "compile/async_results.h"
 #include "compile/eval.h"
 #include "compile/graph_walk.h"
 #include "compile/lower.h"
@@ -167,34 +168,50 @@ std::shared_ptr<ShapePlan> CompiledFunction::Impl::lowered_for(
   return l;
 }
 
-std::vector<Array> run_plan(const ShapePlan& e, const std::vector<Array>& inputs) {
+std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e,
+                            const std::vector<Array>& inputs) {
   std::vector<Array> unevaluated;
   for (const Array& a : inputs)
     if (!a.node()->ready.load(std::memory_order_acquire)) unevaluated.push_back(a);
   if (!unevaluated.empty()) eval(unevaluated);
   std::vector<std::shared_ptr<Buffer>> buffers;
   for (const Array& a : inputs) buffers.push_back(array_buffer(a));
-  for (const Array& c : e.constants) buffers.push_back(array_buffer(c));
+  for (const Array& c : e->constants) buffers.push_back(array_buffer(c));
 
-  RunResult r = execute(e.plan, buffers);
+  // The outputs are in flight until the plan's completion publishes into them.
+  const Plan& plan = e->plan;
   Stream caller = current_stream();
-  std::vector<Array> outs;
-  for (size_t i = 0; i < e.plan.outputs.size(); ++i) {
-    const Slot& s = e.plan.slots()[e.plan.outputs[i]];
+  std::vector<Array> outs, fresh;
+  std::vector<size_t> which;  // the plan output of each fresh array
+  for (size_t i = 0; i < plan.outputs.size(); ++i) {
+    const Slot& s = plan.slots()[plan.outputs[i]];
     if (s.kind == SlotKind::Input && s.index < static_cast<int>(inputs.size())) {
       outs.push_back(inputs[s.index]);  // the function returned an input unchanged
       continue;
     }
-    const Shape& shape = e.out_shapes[i];
-    Stream st = s.lane >= 0 ? resolve_lane(e.plan.lanes()[s.lane], caller) : caller;
-    Array out = make_array(shape, s.dtype, r.outputs[i], ResolvedStream{st, StreamOrigin::Default});
-    if (r.errors[i]) out.node()->error = r.errors[i];
+    Stream st = s.lane >= 0 ? resolve_lane(plan.lanes()[s.lane], caller) : caller;
+    Array out = make_array(e->out_shapes[i], s.dtype, Op::Constant, {}, {},
+                           ResolvedStream{st, StreamOrigin::Default});
+    out.node()->in_flight = true;  // nobody else sees it yet
     outs.push_back(out);
+    fresh.push_back(out);
+    which.push_back(i);
   }
+  auto publish = [fresh, which](RunResult r) {
+    RunResult mine;  // the results of the fresh outputs, in their order
+    for (size_t i : which) {
+      mine.outputs.push_back(r.outputs[i]);
+      mine.errors.push_back(r.errors[i]);
+    }
+    publish_results(fresh, mine);
+  };
+  std::shared_ptr<Pending> work = execute_async(plan, e, std::move(buffers), std::move(publish));
+  if (work) attach_pending(fresh, work);
   return outs;
 }
 
-std::vector<Array> CompiledFunction::Impl::run(const Entry& entry, const ShapePlan& e,
+std::vector<Array> CompiledFunction::Impl::run(const Entry& entry,
+                                               const std::shared_ptr<const ShapePlan>& e,
                                                const std::vector<Array>& args,
                                                const std::vector<Array>& state) const {
   std::vector<Array> inputs = args;
@@ -262,7 +279,7 @@ std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& args) 
   if (!compile_enabled() || is_tracing() || in_transform()) return im.fn(args);
   std::vector<Array> state = im.state_inputs();
   auto [entry, lowered] = im.prepare(args, state);
-  return im.run(*entry, *lowered, args, state);
+  return im.run(*entry, lowered, args, state);
 }
 
 size_t CompiledFunction::cache_size() const {

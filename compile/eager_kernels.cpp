@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "graph/array_node.h"
+#include "graph/immortal.h"
 
 namespace kiln {
 
@@ -100,8 +101,8 @@ struct KeyHash {
 constexpr size_t kMaxEntries = 4096;
 std::mutex g_mu;
 std::unordered_map<Key, Recipe, KeyHash>& cache() {
-  static std::unordered_map<Key, Recipe, KeyHash> c;
-  return c;
+  static Immortal<std::unordered_map<Key, Recipe, KeyHash>> c;
+  return c.get();
 }
 
 FusedStep step_from(const ArrayNode& n, const Recipe& r, const NodeSet& stored) {

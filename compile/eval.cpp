@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "compile/async_results.h"
 #include "compile/graph_walk.h"
 #include "compile/lower.h"
 #include "graph/array_node.h"
@@ -18,9 +19,10 @@ namespace {
 bool is_done(const ArrayNode& n) { return n.data || n.error; }
 
 // After evaluation the node no longer needs its inputs; dropping them frees the graph behind it.
-// Not while a transform records: it walks the graph after the function has run.
-void detach(ArrayNode& n) {
-  if (in_transform()) return;
+// Not while a transform records: it walks the graph after the function has run (`keep`: the
+// work was submitted while one recorded and completes on another thread).
+void detach(ArrayNode& n, bool keep = false) {
+  if (keep || in_transform()) return;
   n.inputs.clear();
   n.inputs.shrink_to_fit();
 }
@@ -43,9 +45,39 @@ void rethrow_first_error(const std::vector<Array>& arrays) {
     if (a.node()->error) std::rethrow_exception(a.node()->error);
 }
 
-}  // namespace
+// async_eval's tail: lower the pending nodes (marked in flight, `lock` held) and submit them;
+// the completion publishes the outputs and releases the rest.
+void submit(std::unique_lock<std::mutex>& lock, const std::vector<Array>& order,
+            const std::vector<Array>& pending, const std::vector<Array>& outputs) {
+  lock.unlock();
+  try {
+    std::vector<Array> graph;
+    graph.reserve(order.size());
+    for (const Array& a : order)
+      if (!a.node()->error) graph.push_back(a);
+    LowerOptions lo;
+    lo.order = &graph;
+    auto lg = std::make_shared<LoweredGraph>(lower(outputs, {}, lo));
+    std::vector<std::shared_ptr<Buffer>> inputs;
+    for (const Array& in : lg->inputs) inputs.push_back(in.node()->data);
+    lg->inputs.clear();
+    const Plan& plan = lg->plan;
+    bool keep = in_transform();
+    auto work = execute_async(plan, lg, std::move(inputs), [outputs, pending, keep](RunResult r) {
+      publish_results(outputs, r, pending, keep);
+    });
+    if (work) attach_pending(pending, work);
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> relock(g_mu);
+      for (const Array& a : pending) a.node()->in_flight = false;
+    }
+    g_cv.notify_all();
+    throw;
+  }
+}
 
-void eval(const std::vector<Array>& arrays) {
+void evaluate(const std::vector<Array>& arrays, bool async) {
   if (is_tracing()) {
     for (const Array& a : arrays)
       if (!is_done(*a.node()))
@@ -55,7 +87,7 @@ void eval(const std::vector<Array>& arrays) {
   }
   bool ready = true;  // the common case, evaluating a compiled call's outputs: no lock at all
   for (const Array& a : arrays) ready = ready && a.is_evaluated();
-  if (ready) return rethrow_first_error(arrays);
+  if (ready) return async ? void() : rethrow_first_error(arrays);
   std::unique_lock<std::mutex> lock(g_mu);
   std::vector<Array> pending, order;
   std::unordered_map<const ArrayNode*, int> refs;  // references from inside this evaluation
@@ -64,14 +96,25 @@ void eval(const std::vector<Array>& arrays) {
     for (const Array& a : arrays) all_done = all_done && is_done(*a.node());
     if (all_done) {  // nothing to run: the common case of evaluating a compiled call's outputs
       lock.unlock();
-      rethrow_first_error(arrays);
+      if (!async) rethrow_first_error(arrays);
       return;
     }
     order = topological_order(arrays, [](const ArrayNode& n) { return is_done(n) || n.in_flight; });
     bool wait = false;
-    for (const Array& a : order) wait = wait || a.node()->in_flight;
+    std::shared_ptr<Pending> work;  // asynchronous work computing one of them: wait for it
+    for (const Array& a : order) {
+      wait = wait || a.node()->in_flight;
+      if (a.node()->in_flight && a.node()->pending) work = a.node()->pending;
+    }
     if (!wait) break;
-    g_cv.wait(lock);
+    if (work) {
+      lock.unlock();
+      work->wait();
+      work.reset();
+      lock.lock();
+    } else {
+      g_cv.wait(lock);
+    }
   }
   for (const Array& a : arrays) refs[a.node().get()]++;
   for (const Array& a : order) {
@@ -94,7 +137,7 @@ void eval(const std::vector<Array>& arrays) {
   }
   if (pending.empty()) {
     lock.unlock();
-    rethrow_first_error(arrays);
+    if (!async) rethrow_first_error(arrays);
     return;
   }
 
@@ -109,6 +152,7 @@ void eval(const std::vector<Array>& arrays) {
     if (wanted.count(n) || held_elsewhere) outputs.push_back(a);
   }
   for (const Array& a : pending) a.node()->in_flight = true;
+  if (async) return submit(lock, order, pending, outputs);
   struct Finish {  // runs on every exit: publish, detach, wake waiters
     std::unique_lock<std::mutex>& lock;
     std::vector<Array>& pending;
@@ -151,6 +195,43 @@ void eval(const std::vector<Array>& arrays) {
   rethrow_first_error(arrays);
 }
 
-void eval(const Array& a) { eval(std::vector<Array>{a}); }
+}  // namespace
+
+void eval(const std::vector<Array>& arrays) { evaluate(arrays, false); }
+void eval(const Array& a) { evaluate({a}, false); }
+void async_eval(const std::vector<Array>& arrays) { evaluate(arrays, true); }
+void async_eval(const Array& a) { evaluate({a}, true); }
+
+void mark_in_flight(const std::vector<Array>& nodes) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (const Array& a : nodes) a.node()->in_flight = true;
+}
+
+void attach_pending(const std::vector<Array>& nodes, const std::shared_ptr<Pending>& work) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (const Array& a : nodes)
+    if (a.node()->in_flight) a.node()->pending = work;
+}
+
+void publish_results(const std::vector<Array>& nodes, const RunResult& r,
+                     const std::vector<Array>& also_done, bool keep_inputs) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      ArrayNode& n = *nodes[i].node();
+      n.data = r.outputs[i];
+      n.error = r.errors[i];
+      n.ready.store(true, std::memory_order_release);
+      detach(n, keep_inputs);
+      n.in_flight = false;
+      n.pending.reset();
+    }
+    for (const Array& a : also_done) {
+      a.node()->in_flight = false;
+      a.node()->pending.reset();
+    }
+  }
+  g_cv.notify_all();
+}
 
 }  // namespace kiln

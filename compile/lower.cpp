@@ -91,9 +91,10 @@ class Lowering {
   bool needs_copy(const ArrayNode& x, const NodeInfo& xi, int lane) const {
     if (!opts_.eager) return xi.input || xi.lane != lane;
     Device to = lane_device(lane);
-    if (xi.input) {
+    if (xi.input) {  // host memory made for a device (array(v, shape, dtype, opencl)) is copied
       Buffer& b = *x.data;
-      return !(b.device() == to || (b.host_ptr() && backend_for(to).uses_host_memory()));
+      if (b.host_ptr()) return !backend_for(to).uses_host_memory();
+      return b.device() != to;
     }
     Device from = lane_device(xi.lane);
     return !(from == to ||

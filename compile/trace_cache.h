@@ -52,8 +52,12 @@ struct Entry {
 };
 
 // Runs a lowering with `inputs` (call arguments, then captured state) bound to its plan inputs,
-// the captured constants after them; outputs live on the lanes that made them.
-std::vector<Array> run_plan(const ShapePlan& e, const std::vector<Array>& inputs);
+// the captured constants after them; outputs live on the lanes that made them. Returns once
+// the plan is submitted (scheduler/executor.h execute_async): the outputs are in flight until
+// it completes, and eval, item() and to_vector() wait for them. Inputs still in flight are
+// waited for first.
+std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e,
+                            const std::vector<Array>& inputs);
 
 struct CompiledFunction::Impl {
   Fn fn;
@@ -73,8 +77,8 @@ struct CompiledFunction::Impl {
   std::shared_ptr<Entry> trace(const std::vector<Array>& args,
                                const std::vector<Array>& state) const;
   std::shared_ptr<ShapePlan> lowered_for(Entry& e, const std::vector<Array>& all) const;
-  std::vector<Array> run(const Entry& entry, const ShapePlan& e, const std::vector<Array>& args,
-                         const std::vector<Array>& state) const;
+  std::vector<Array> run(const Entry& entry, const std::shared_ptr<const ShapePlan>& e,
+                         const std::vector<Array>& args, const std::vector<Array>& state) const;
   // The trace and lowering that serve `args` (and `state`): from the cache, or traced now.
   std::pair<std::shared_ptr<Entry>, std::shared_ptr<ShapePlan>> prepare(
       const std::vector<Array>& args, const std::vector<Array>& state) const;

@@ -13,6 +13,7 @@
 #include "graph/array.h"
 #include "graph/buffer.h"
 #include "graph/device_hooks.h"
+#include "graph/pending.h"
 #include "graph/primitives.h"
 
 namespace kiln {
@@ -29,6 +30,9 @@ struct ArrayNode {
   std::shared_ptr<Buffer> data;
   std::exception_ptr error;
   bool in_flight = false;  // being computed by some eval (guarded by eval's lock)
+  // While in flight on asynchronous work (a compiled call, async_eval): that work, to wait for
+  // (guarded by eval's lock; dropped once the results are published).
+  std::shared_ptr<Pending> pending;
   // Set (release) once data or error is final; readers that see it need no lock.
   std::atomic<bool> ready{false};
   uint64_t id;  // unique per node, for stable ordering and text names

@@ -6,12 +6,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 
 #include "backends/registry.h"
 #include "graph/error.h"
+#include "graph/immortal.h"
 #include "scheduler/cancel.h"
+#include "scheduler/lane_worker.h"
 #include "scheduler/lanes.h"
 #include "scheduler/profile_record.h"
 #include "scheduler/runtime.h"
@@ -72,10 +75,13 @@ bool stopped(CallState& st, int t) {
 // opencl result): the device transfers asynchronously and completes an event, where the inline
 // lane's own copy would block a TBB worker on a blocking read. One per device, for the process.
 Queue& copy_out_queue(const Device& d) {
-  static std::mutex mu;
-  static std::map<Device, std::unique_ptr<Queue>> queues;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& q = queues[d];
+  struct Queues {
+    std::mutex mu;
+    std::map<Device, std::unique_ptr<Queue>> queues;
+  };
+  static Immortal<Queues> all;
+  std::lock_guard<std::mutex> lock(all->mu);
+  auto& q = all->queues[d];
   if (!q) q = backend_for(d).create_queue(d.index);
   return *q;
 }
@@ -438,44 +444,109 @@ void release_graph(const Plan& plan, const std::vector<bool>& key,
 
 }  // namespace
 
-void prepare(const Plan& plan) {
-  Stream caller = current_stream();
-  std::vector<Lane*> lanes;
-  for (const LaneSpec& spec : plan.lanes()) lanes.push_back(&lane_for(resolve_lane(spec, caller)));
-  binding_for(plan, lanes);
-}
+namespace {
 
-RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& inputs,
-                  const RunOptions& options) {
+// A plan's lanes resolved for one call, its binding, and what the caller's thread contributes
+// (cancel token, profiling), decided on the calling thread even when the plan runs elsewhere.
+struct Call {
+  std::vector<Lane*> lanes;
+  std::shared_ptr<const Binding> binding;
+  std::shared_ptr<CancelToken> cancel;
+  bool profiling = false;
+};
+
+Call resolve_call(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& inputs) {
   if (inputs.size() != plan.inputs.size())
     throw_error("plan takes ", plan.inputs.size(), " inputs, got ", inputs.size());
-  CallStateLease lease;
-  CallState& st = *lease.st;
-  st.plan = &plan;
+  Call c;
   Stream caller = current_stream();
-  st.lanes.clear();
   for (const LaneSpec& spec : plan.lanes())
-    st.lanes.push_back(&lane_for(resolve_lane(spec, caller)));
-  std::shared_ptr<const Binding> bound = binding_for(plan, st.lanes);
-  const Binding& binding = *bound;
-  st.binding = &binding;
-  st.task_kernels = &binding.kernels;
+    c.lanes.push_back(&lane_for(resolve_lane(spec, caller)));
+  c.binding = binding_for(plan, c.lanes);
+  c.cancel = current_cancel_token();
+  c.profiling = profile_active();
+  return c;
+}
+
+void setup_state(const Plan& plan, const Call& c, CallState& st,
+                 const std::vector<std::shared_ptr<Buffer>>& inputs) {
+  st.plan = &plan;
+  st.lanes = c.lanes;
+  st.binding = c.binding.get();
+  st.task_kernels = &c.binding->kernels;
   bind_buffers(plan, st, inputs);
   st.errors.assign(plan.tasks().size(), nullptr);
-  st.profiling = profile_active();
-  st.cancel = current_cancel_token();
+  st.profiling = c.profiling;
+  st.cancel = c.cancel;
+}
 
-  // Submissions to one stream run in submission order: hold each lane's order lock (in a fixed
-  // order, so two submissions touching the same streams cannot deadlock).
-  struct OrderLocks {
-    const std::vector<Lane*>& lanes;
-    explicit OrderLocks(const std::vector<Lane*>& l) : lanes(l) {
-      for (Lane* x : lanes) x->order.lock();
-    }
-    ~OrderLocks() {
-      for (auto it = lanes.rbegin(); it != lanes.rend(); ++it) (*it)->order.unlock();
-    }
-  } locks(binding.distinct);
+RunResult collect(const Plan& plan, const CallState& st) {
+  RunResult r;
+  r.errors.reserve(plan.outputs.size());
+  r.outputs.reserve(plan.outputs.size());
+  for (int slot : plan.outputs) {
+    std::exception_ptr err;
+    for (int t : plan.producers(slot))
+      if (st.errors[t]) err = st.errors[t];
+    r.errors.push_back(err);
+    r.outputs.push_back(err ? nullptr : st.buffers[slot]);
+  }
+  return r;
+}
+
+RunResult failed_result(const Plan& plan, std::exception_ptr e) {
+  RunResult r;
+  r.outputs.assign(plan.outputs.size(), nullptr);
+  r.errors.assign(plan.outputs.size(), e);
+  return r;
+}
+
+// Submissions to one stream run in submission order: hold each lane's order lock (in a fixed
+// order, so two submissions touching the same streams cannot deadlock).
+struct OrderLocks {
+  const std::vector<Lane*>& lanes;
+  explicit OrderLocks(const std::vector<Lane*>& l) : lanes(l) {
+    for (Lane* x : lanes) x->order.lock();
+  }
+  ~OrderLocks() {
+    for (auto it = lanes.rbegin(); it != lanes.rend(); ++it) (*it)->order.unlock();
+  }
+};
+
+bool has_host_tasks(const Plan& plan) {
+  for (const Task& t : plan.tasks())
+    if (t.kind == TaskKind::Host) return true;
+  return false;
+}
+
+// Whether every device task can be enqueued at submission: one device queue and nothing else,
+// or queues of one device that order work on the device (Queue::enqueue_wait, signals for the
+// host lanes' tasks), with host lanes (whose memory is host memory) or without.
+bool device_lanes_only(const Binding& b) {
+  if (b.all_inline || b.distinct.empty()) return false;
+  if (b.distinct.size() == 1) return true;
+  const Lane* first = nullptr;
+  for (Lane* l : b.distinct) {
+    // A host lane's data must be host memory: the device then reads it with a transfer that
+    // waits for the signal. Other memory (a test double's) is read by a blocking transfer at
+    // enqueue, before its producer has run.
+    if (l->inline_queue && !l->backend->uses_host_memory()) return false;
+    if (l->inline_queue) continue;
+    if (!l->queue->waits_on_device() || (first && !(l->stream.device == first->stream.device)))
+      return false;
+    if (!first) first = l;
+  }
+  return true;
+}
+
+// Runs a resolved call to completion on this thread.
+RunResult run_call(const Plan& plan, const Call& c,
+                   const std::vector<std::shared_ptr<Buffer>>& inputs, const RunOptions& options) {
+  CallStateLease lease;
+  CallState& st = *lease.st;
+  setup_state(plan, c, st, inputs);
+  const Binding& binding = *c.binding;
+  OrderLocks locks(binding.distinct);
 
   // Small plans and chains (nothing to run in parallel) of host work run on this thread.
   int ntasks = static_cast<int>(plan.tasks().size());
@@ -493,18 +564,262 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
     g->run(st);
     release_graph(plan, binding.inline_lanes, std::move(g));
   }
+  return collect(plan, st);
+}
 
-  RunResult r;
-  r.errors.reserve(plan.outputs.size());
-  r.outputs.reserve(plan.outputs.size());
-  for (int slot : plan.outputs) {
-    std::exception_ptr err;
-    for (int t : plan.producers(slot))
-      if (st.errors[t]) err = st.errors[t];
-    r.errors.push_back(err);
-    r.outputs.push_back(err ? nullptr : st.buffers[slot]);
+// Earlier asynchronous submissions to these host lanes run before a synchronous one.
+void drain_workers(const std::vector<Lane*>& lanes) {
+  for (Lane* l : lanes)
+    if (l->inline_queue)
+      if (LaneWorker* w = l->worker_if_any()) w->drain();
+}
+
+// An asynchronous submission: either a job on a host lane's worker, or device work enqueued on
+// one device queue whose events complete it.
+class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
+ public:
+  AsyncRun(const Plan& plan, std::shared_ptr<const void> keep, Call call, RunDone done)
+      : plan_(plan), keep_(std::move(keep)), call_(std::move(call)), done_(std::move(done)) {
+    for (Lane* l : call_.binding->distinct) l->async_started();
+    if (call_.profiling) profile_hold();
   }
-  return r;
+
+  void wait() override {
+    if (worker_) return worker_->wait(ticket_);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return finished_; });
+  }
+
+  // Host lane: the whole plan runs as one job of the lane's worker.
+  void submit_to_worker(std::vector<std::shared_ptr<Buffer>> inputs) {
+    Lane& lane = *call_.binding->distinct[0];
+    worker_ = &lane.worker();
+    auto self = shared_from_this();
+    ticket_ = worker_->submit([self, inputs = std::move(inputs)] {
+      RunResult r;
+      try {
+        r = run_call(self->plan_, self->call_, inputs, RunOptions{});
+      } catch (...) {
+        r = failed_result(self->plan_, std::current_exception());
+      }
+      self->complete(std::move(r));
+    });
+  }
+
+  // Device queues (of one device) and possibly host lanes: every device task is enqueued now,
+  // in a topological order (each in-order queue keeps it; between queues, device-side waits);
+  // a host task runs on the TBB arena once its dependencies complete, and device work reading
+  // its output waits on the device for a signal it completes (an OpenCL user event). Device
+  // events' callbacks complete the run, on the driver's thread.
+  void enqueue_on_device(const std::vector<std::shared_ptr<Buffer>>& inputs) {
+    state_ = std::make_unique<CallState>();
+    CallState& st = *state_;
+    setup_state(plan_, call_, st, inputs);
+    size_t n = plan_.tasks().size();
+    started_.assign(n, 0);
+    signals_.assign(n, nullptr);
+    deps_left_ = std::make_unique<std::atomic<int>[]>(n);
+    for (size_t t = 0; t < n; ++t) deps_left_[t].store(0);
+    for (size_t t = 0; t < n; ++t)
+      for (int s : plan_.successors(static_cast<int>(t))) deps_left_[s].fetch_add(1);
+    std::vector<Lane*> device_lanes;
+    for (Lane* l : call_.binding->distinct)
+      if (!l->inline_queue) device_lanes.push_back(l);
+    std::vector<std::pair<int, EventPtr>> events;
+    std::vector<int> done_now, ready_host;
+    // Per task, the device events that stand for its completion: its own, its signal, or
+    // (work that completed at once, an aliased copy) its dependencies'. A task waits, on its
+    // lane's queue, for those of its dependencies on other lanes; its own queue is in order.
+    std::vector<std::vector<std::pair<Lane*, EventPtr>>> frontier(n);
+    {
+      OrderLocks locks(device_lanes);
+      for (int t : plan_.order()) {
+        Lane* lane = st.lanes[plan_.tasks()[t].lane];
+        if (lane->inline_queue) {
+          if (feeds_device(t)) {
+            signals_[t] = device_lanes[0]->queue->create_signal();
+            if (!signals_[t])
+              throw_error("executor: ", device_lanes[0]->stream.str(),
+                          " has no signals for work of a cpu lane");
+            frontier[t].emplace_back(lane, signals_[t]->event());
+          }
+          if (deps_left_[t].load() == 0) ready_host.push_back(t);
+          continue;
+        }
+        std::vector<EventPtr> waits;
+        for (int d : plan_.tasks()[t].deps)
+          for (const auto& [l, ev] : frontier[d])
+            if (l != lane) waits.push_back(ev);
+        if (!waits.empty() && !lane->queue->enqueue_wait(waits))
+          record_error(st, t,
+                       std::make_exception_ptr(
+                           Error("executor: the queue of " + lane->stream.str() +
+                                 " cannot wait for work of another lane on the device")));
+        started_[t] = st.profiling ? profile_now_ns() : 0;
+        if (EventPtr ev = start_task(st, t)) {
+          frontier[t].emplace_back(lane, ev);
+          events.emplace_back(t, std::move(ev));
+        } else {
+          if (st.profiling && !st.aliased_copy[t]) record_profile(st, t, started_[t]);
+          done_now.push_back(t);
+          for (int d : plan_.tasks()[t].deps)
+            frontier[t].insert(frontier[t].end(), frontier[d].begin(), frontier[d].end());
+        }
+      }
+    }
+    remaining_.store(static_cast<int>(n) + 1);
+    auto self = shared_from_this();
+    for (auto& [t, ev] : events)
+      ev->on_complete([self, t = t](std::exception_ptr e) { self->task_done(t, e, true); });
+    for (int t : done_now) task_done(t, nullptr, false);
+    for (int t : ready_host) schedule(t);
+    event_done();
+  }
+
+  // Undoes the submission's bookkeeping when it could not start.
+  void abandon() {
+    done_ = nullptr;
+    state_.reset();
+    finished_ = true;
+    for (Lane* l : call_.binding->distinct) l->async_finished();
+    if (call_.profiling) profile_release();
+  }
+
+ private:
+  bool feeds_device(int t) const {
+    for (int s : plan_.successors(t))
+      if (!state_->lanes[plan_.tasks()[s].lane]->inline_queue) return true;
+    return false;
+  }
+
+  // A task finished (device event, work done at once, or a host task): its host successors
+  // whose dependencies are all done run next.
+  void task_done(int t, std::exception_ptr e, bool record) {
+    CallState& st = *state_;
+    if (e) record_error(st, t, e);
+    if (record && st.profiling && !st.aliased_copy[t]) record_profile(st, t, started_[t]);
+    for (int s : plan_.successors(t))
+      if (st.lanes[plan_.tasks()[s].lane]->inline_queue && deps_left_[s].fetch_sub(1) == 1)
+        schedule(s);
+    event_done();
+  }
+
+  static oneapi::tbb::task_arena& arena() {
+    static Immortal<oneapi::tbb::task_arena> a;
+    return a.get();
+  }
+
+  // A host task of a mixed plan runs on the TBB arena (never on a driver's callback thread).
+  void schedule(int t) {
+    auto self = shared_from_this();
+    arena().enqueue([self, t] { self->run_host(t); });
+  }
+
+  void run_host(int t) {
+    CallState& st = *state_;
+    started_[t] = st.profiling ? profile_now_ns() : 0;
+    EventPtr ev = start_task(st, t);  // fails at once when a dependency failed
+    auto finish = [self = shared_from_this(), t](std::exception_ptr e) {
+      CallState& s = *self->state_;
+      if (e) record_error(s, t, e);
+      if (self->signals_[t]) self->signals_[t]->complete(s.errors[t]);
+      self->task_done(t, nullptr, true);
+    };
+    if (ev)
+      ev->on_complete(finish);  // a copy out of device memory, on the device's queue
+    else
+      finish(nullptr);
+  }
+
+  void event_done() {
+    if (remaining_.fetch_sub(1) != 1) return;
+    CallState& st = *state_;
+    // A task whose input failed reports that failure (the root cause, not the device's
+    // "an event in the wait list failed").
+    if (st.failed.load())
+      for (int t : plan_.order())
+        for (int d : plan_.tasks()[t].deps)
+          if (st.errors[d]) st.errors[t] = st.errors[d];
+    RunResult r = collect(plan_, st);
+    state_.reset();  // the call's buffers go back to their pools now
+    complete(std::move(r));
+  }
+
+  void complete(RunResult r) {
+    auto self = shared_from_this();  // `done_` may drop the last other reference
+    {
+      RunDone done = std::move(done_);  // and what it holds goes before anyone sees the end
+      done(std::move(r));
+    }
+    std::vector<Lane*> lanes = call_.binding->distinct;
+    bool profiling = call_.profiling;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      finished_ = true;
+      call_ = Call{};
+      keep_.reset();
+    }
+    cv_.notify_all();
+    for (Lane* l : lanes) l->async_finished();
+    if (profiling) profile_release();
+  }
+
+  const Plan& plan_;
+  std::shared_ptr<const void> keep_;  // keeps plan_ alive
+  Call call_;
+  RunDone done_;
+  std::unique_ptr<CallState> state_;               // device path
+  std::vector<int64_t> started_;                   // device path: per task, when it was enqueued
+  std::atomic<int> remaining_{0};                  // device path: tasks not complete, plus one
+  std::unique_ptr<std::atomic<int>[]> deps_left_;  // device path: per task, deps not done
+  std::vector<std::shared_ptr<Signal>> signals_;   // device path: per host task feeding a device
+  LaneWorker* worker_ = nullptr;                   // host path
+  uint64_t ticket_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+void prepare(const Plan& plan) {
+  Stream caller = current_stream();
+  std::vector<Lane*> lanes;
+  for (const LaneSpec& spec : plan.lanes()) lanes.push_back(&lane_for(resolve_lane(spec, caller)));
+  binding_for(plan, lanes);
+}
+
+RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& inputs,
+                  const RunOptions& options) {
+  Call c = resolve_call(plan, inputs);
+  drain_workers(c.binding->distinct);
+  return run_call(plan, c, inputs, options);
+}
+
+std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const void> keep,
+                                       std::vector<std::shared_ptr<Buffer>> inputs, RunDone done) {
+  Call c = resolve_call(plan, inputs);
+  const Binding& b = *c.binding;
+  bool on_worker = b.all_inline && b.distinct.size() == 1;
+  bool on_device = device_lanes_only(b) && !has_host_tasks(plan);
+  if (on_device && !b.all_inline) drain_workers(b.distinct);  // earlier cpu jobs run first
+  if (!on_worker && !on_device) {  // several lanes: run here, as execute() does
+    drain_workers(b.distinct);
+    done(run_call(plan, c, inputs, RunOptions{}));
+    return nullptr;
+  }
+  auto run = std::make_shared<AsyncRun>(plan, std::move(keep), std::move(c), std::move(done));
+  if (on_worker) {
+    run->submit_to_worker(std::move(inputs));
+  } else {
+    try {
+      run->enqueue_on_device(inputs);
+    } catch (...) {  // binding the buffers failed: nothing ran, the caller gets the error
+      run->abandon();
+      throw;
+    }
+  }
+  return run;
 }
 
 }  // namespace kiln

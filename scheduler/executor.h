@@ -3,12 +3,16 @@
 // topological walk); larger ones run on a tbb::flow::graph built once per plan and re-run, with
 // a pool of graph instances so concurrent calls of one plan never share dependency counters.
 // Device tasks complete through callbacks; no worker thread blocks on a device.
+// execute_async returns once the plan is submitted: device work enqueued on its queue, host work
+// queued on its lane's worker; completion publishes through a callback.
 #pragma once
 
 #include <exception>
+#include <functional>
 #include <memory>
 #include <vector>
 
+#include "graph/pending.h"
 #include "scheduler/plan.h"
 
 namespace kiln {
@@ -31,6 +35,17 @@ struct RunResult {
 // that depend on it.
 RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& inputs,
                   const RunOptions& options = {});
+
+// Submits `plan` and returns at once when it runs on one lane: on a device queue (every task
+// enqueued now, completed by the device's event callbacks) or on a host lane's worker (which a
+// thread waiting for it helps). `done` gets the result exactly once, on whichever thread
+// completes the work, before the returned Pending counts as complete; `keep` keeps `plan` alive
+// until then. Plans over several lanes run now, on this thread, and return null after `done`.
+// Submissions to one stream keep their order with each other and with execute(). Raises
+// kiln::Error, without calling `done`, where execute() raises before running anything.
+using RunDone = std::function<void(RunResult)>;
+std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const void> keep,
+                                       std::vector<std::shared_ptr<Buffer>> inputs, RunDone done);
 
 // Resolves `plan`'s lanes against the calling thread's current stream and compiles every kernel
 // for its lane's device, as the first execute() from here would; a later call starts at once.

@@ -4,6 +4,7 @@
 
 #include "backends/registry.h"
 #include "graph/device_hooks.h"
+#include "graph/immortal.h"
 
 namespace kiln {
 
@@ -14,12 +15,13 @@ struct Lanes {
   std::map<Stream, std::unique_ptr<Lane>> lanes;
 };
 Lanes& lanes() {
-  static Lanes l;
-  return l;
+  static Immortal<Lanes> l;  // workers may still run jobs at exit
+  return l.get();
 }
 
 void synchronize_hook(const Stream& s) {
   Lane& l = lane_for(s);
+  l.wait_async();  // asynchronous submissions, until their results are published
   std::lock_guard<std::mutex> order(l.order);  // waits for a submission in flight
   l.queue->finish();
 }
@@ -30,6 +32,33 @@ void synchronize_hook(const Stream& s) {
 }();
 
 }  // namespace
+
+LaneWorker& Lane::worker() {
+  std::lock_guard<std::mutex> lock(async_mu_);
+  if (!worker_) worker_ = std::make_unique<LaneWorker>();
+  return *worker_;
+}
+
+LaneWorker* Lane::worker_if_any() {
+  std::lock_guard<std::mutex> lock(async_mu_);
+  return worker_.get();
+}
+
+void Lane::async_started() {
+  std::lock_guard<std::mutex> lock(async_mu_);
+  ++outstanding_;
+}
+
+void Lane::async_finished() {
+  std::lock_guard<std::mutex> lock(async_mu_);
+  if (--outstanding_ == 0) async_cv_.notify_all();
+}
+
+void Lane::wait_async() {
+  if (LaneWorker* w = worker_if_any()) w->drain();
+  std::unique_lock<std::mutex> lock(async_mu_);
+  async_cv_.wait(lock, [&] { return outstanding_ == 0; });
+}
 
 static Lane& lane_for_slow(const Stream& s);
 

@@ -1,12 +1,15 @@
 // Lanes: the live state behind each Stream. A lane owns its backend queue and an order lock that
-// keeps submissions to one stream in submission order while different streams run concurrently.
+// keeps submissions to one stream in submission order while different streams run concurrently,
+// and tracks the asynchronous submissions still running on it (for synchronize()).
 #pragma once
 
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 
 #include "backends/backend.h"
 #include "graph/device.h"
+#include "scheduler/lane_worker.h"
 #include "scheduler/plan.h"
 
 namespace kiln {
@@ -17,6 +20,20 @@ struct Lane {
   std::unique_ptr<Queue> queue;
   bool inline_queue = true;
   std::mutex order;  // held by a submission while it runs on this stream
+
+  // A host lane's runner of asynchronous submissions, made on first use.
+  LaneWorker& worker();
+  LaneWorker* worker_if_any();
+  // Asynchronous submissions not complete yet: counted so synchronize() can wait for them.
+  void async_started();
+  void async_finished();
+  void wait_async();  // until none is outstanding (helping the worker run its queue)
+
+ private:
+  std::mutex async_mu_;
+  std::condition_variable async_cv_;
+  int outstanding_ = 0;
+  std::unique_ptr<LaneWorker> worker_;
 };
 
 // The lane of a stream, created on first use (raises kiln::Error for an unusable device).

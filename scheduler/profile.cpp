@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
 
 #include "graph/error.h"
@@ -16,6 +17,14 @@ std::mutex g_mu;
 std::vector<ProfileScope*> g_scopes;
 std::atomic<int> g_next_thread{0};
 thread_local int t_thread = -1;
+std::mutex g_hold_mu;
+std::condition_variable g_hold_cv;
+int g_holds = 0;  // asynchronous submissions made while profiling, not complete yet
+
+void wait_for_holds() {
+  std::unique_lock<std::mutex> lock(g_hold_mu);
+  g_hold_cv.wait(lock, [] { return g_holds == 0; });
+}
 
 std::string json_escape(const std::string& s) {
   std::string out;
@@ -35,6 +44,7 @@ ProfileScope::ProfileScope() {
 }
 
 ProfileScope::~ProfileScope() {
+  wait_for_holds();
   std::lock_guard<std::mutex> lock(g_mu);
   g_scopes.erase(std::find(g_scopes.begin(), g_scopes.end(), this));
   g_active.fetch_sub(1);
@@ -64,7 +74,18 @@ void profile_record(const TaskEvent& e) {
   for (ProfileScope* s : g_scopes) ProfileRecorder::add(*s, ev);
 }
 
+void profile_hold() {
+  std::lock_guard<std::mutex> lock(g_hold_mu);
+  ++g_holds;
+}
+
+void profile_release() {
+  std::lock_guard<std::mutex> lock(g_hold_mu);
+  if (--g_holds == 0) g_hold_cv.notify_all();
+}
+
 std::vector<TaskEvent> ProfileScope::events() const {
+  wait_for_holds();
   std::lock_guard<std::mutex> lock(mu_);
   return events_;
 }

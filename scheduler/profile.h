@@ -1,7 +1,9 @@
 // ProfileScope records every task the executor runs while the scope lives, from any thread:
 // which kernel or copy ran, on which device and stream, and when. write_chrome_trace() writes the
 // events as Chrome-trace JSON (chrome://tracing, Perfetto). Costs one atomic load per task when
-// no scope is alive. The executor's side is scheduler/profile_record.h.
+// no scope is alive. events() and the scope's end first wait for asynchronous work submitted
+// while profiling (compiled calls, async_eval) to complete. The executor's side is
+// scheduler/profile_record.h.
 #pragma once
 
 #include <cstdint>

@@ -12,5 +12,9 @@ namespace kiln {
 bool profile_active();     // one relaxed atomic load
 int64_t profile_now_ns();  // steady clock
 void profile_record(const TaskEvent& e);
+// An asynchronous submission made while profiling holds the scopes until it completes, so that
+// ProfileScope::events() (and the scope's end) include its tasks.
+void profile_hold();
+void profile_release();
 
 }  // namespace kiln

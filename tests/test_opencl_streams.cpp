@@ -167,6 +167,163 @@ TEST(OpenclStreams, MatmulAndRandomOnTheDevice) {
   expect_close(c.to_vector<float>(), matmul(ar, br).to_vector<float>(), 1e-5f);
 }
 
+// The kernel intervals of `a` and `b` in the profile overlap in time.
+bool overlap(const std::vector<TaskEvent>& events, const Device& a, const Device& b) {
+  for (const TaskEvent& x : events)
+    for (const TaskEvent& y : events)
+      if (x.device == a && y.device == b && x.name != "copy" && y.name != "copy" &&
+          x.start_ns < y.end_ns && y.start_ns < x.end_ns)
+        return true;
+  return false;
+}
+
+// One thread keeps a cpu lane and an opencl lane busy at once: a compiled call returns when its
+// plan is submitted, so the second call starts while the first still runs, in either order.
+TEST(OpenclStreams, OneThreadKeepsCpuAndOpenclLanesBusy) {
+  REQUIRE_OPENCL();
+  Device cl = device("opencl"), cpu = device("cpu");
+  // Compute-bound (one fused kernel of several transcendental steps) and long enough on either
+  // device (tens of ms) that the calling thread, which competes with the cpu lane for this
+  // machine's cores, submits the second call while the first still runs.
+  auto gelu = compile([](const std::vector<Array>& in) {
+    Array x = in[0];
+    for (int i = 0; i < 6; ++i) x = x * (1.0f + erf(x * 0.70710678f)) * 0.5f + tanh(x);
+    return std::vector<Array>{x};
+  });
+  Array x = array(iota(1 << 23, 1e-7f), {1 << 23});
+  Array xc = negative(negative(x, cl), cl);  // the opencl call's input lives on the device
+  eval(xc);
+  Stream cs = new_stream(cpu), os = new_stream(cl);
+  auto on = [&](const Stream& s, const Array& in) {
+    StreamScope scope(s);
+    return gelu({in})[0];
+  };
+  on(cs, x).to_vector<float>(), on(os, xc).to_vector<float>();  // compile both first
+  for (bool cpu_first : {true, false}) {
+    std::vector<TaskEvent> events;
+    Array a = x, b = x;
+    {
+      ProfileScope prof;
+      if (cpu_first) {
+        a = on(cs, x);
+        b = on(os, xc);
+      } else {
+        b = on(os, xc);
+        a = on(cs, x);
+      }
+      eval({a, b});
+      events = prof.events();
+    }
+    std::string listing;
+    for (const TaskEvent& e : events)
+      listing += e.name + " " + e.device.str() + " " + std::to_string(e.start_ns % 100000000) +
+                 ".." + std::to_string(e.end_ns % 100000000) + "\n";
+    EXPECT_TRUE(overlap(events, cpu, cl))
+        << (cpu_first ? "cpu first\n" : "opencl first\n") << listing;
+    expect_close(b.to_vector<float>(), a.to_vector<float>(), 2e-5f);
+  }
+}
+
+// async_eval on an opencl lane returns before the device finishes; eval waits; errors of the
+// work reach whoever waits.
+TEST(OpenclStreams, AsyncEvalAndCompiledCallsOnTheDevice) {
+  REQUIRE_OPENCL();
+  Device cl = device("opencl");
+  Stream s = new_stream(cl);
+  Array xr = array(iota(1 << 16, 1e-4f), {1 << 16}, float32, device("reference"));
+  float want =
+      sum(tanh(xr, device("reference")) * 2.0f, -1, false, device("reference")).item<float>();
+  StreamScope scope(s);
+  Array x = array(iota(1 << 16, 1e-4f), {1 << 16});
+  Array y = sum(tanh(x) * 2.0f);
+  async_eval(y);
+  EXPECT_NEAR(y.item<float>(), want, 1e-3f);
+  // Many in-flight calls from one thread, read back in reverse.
+  auto f = compile([](const std::vector<Array>& in) { return std::vector<Array>{in[0] * 3.0f}; });
+  std::vector<Array> outs;
+  for (int i = 0; i < 40; ++i) outs.push_back(f({full({256}, static_cast<float>(i))})[0]);
+  for (int i = 39; i >= 0; --i) EXPECT_EQ(outs[i].to_vector<float>()[255], 3.0f * i);
+  // Dropped without waiting: synchronize returns once the work is done.
+  for (int i = 0; i < 10; ++i) f({x});
+  synchronize(s);
+}
+
+// A producer on one opencl lane and consumers on another: the consumer's queue waits for the
+// producer's event on the device (a barrier with a wait list), with no host round trip between.
+// Were the ordering lost, the consumer would read the previous iteration's (or uninitialised)
+// values of the producer's output, whose buffer the pool hands back at each call.
+TEST(OpenclStreams, LanesOfOneDeviceOrderThroughDeviceEvents) {
+  REQUIRE_OPENCL();
+  Device cl = device("opencl");
+  Stream s1 = new_stream(cl), s2 = new_stream(cl);
+  auto f = compile([&](const std::vector<Array>& in) {
+    Array a = tanh(in[0] * 1.5f, s1) + in[1];  // producer on s1 (long enough to be overtaken)
+    Array b = sum(a * a, -1, false, s2);       // consumers on s2
+    Array c = a * 2.0f + 1.0f;                 // (on the caller's stream: s2 below)
+    return std::vector<Array>{b, c};
+  });
+  const int n = 1 << 18;
+  Array x = array(iota(n, 1e-5f), {4, n / 4});
+  std::vector<Array> bs, cs;
+  StreamScope scope(s2);
+  for (int i = 0; i < 30; ++i) {
+    auto out = f({x, full({1}, static_cast<float>(i))});
+    bs.push_back(out[0]);
+    cs.push_back(out[1]);
+  }
+  std::vector<float> xs = iota(n, 1e-5f);
+  for (int i = 0; i < 30; i += 7) {
+    std::vector<float> c = cs[i].to_vector<float>(), b = bs[i].to_vector<float>();
+    for (int j = 0; j < n; j += 997) {
+      float a = std::tanh(xs[j] * 1.5f) + i;
+      EXPECT_NEAR(c[j], a * 2.0f + 1.0f, 1e-4f * (1 + std::fabs(a))) << "call " << i;
+    }
+    double want = 0;
+    for (int j = 0; j < n / 4; ++j) {
+      double a = std::tanh(xs[j] * 1.5f) + i;
+      want += a * a;
+    }
+    EXPECT_NEAR(b[0], want, 1e-4 * want) << "call " << i;
+  }
+  for (int i = 0; i < 30; ++i) bs[i].to_vector<float>();
+}
+
+// A cpu producer, an opencl consumer and a cpu consumer of that, in one compiled call: the
+// opencl work is enqueued at the call, waiting on the device for a signal (a user event) the
+// cpu task completes. Were that wait lost, the device would copy the cpu output before it is
+// written. A failing cpu task fails the device work after it with its own error.
+TEST(OpenclStreams, CpuProducersReachOpenclThroughSignals) {
+  REQUIRE_OPENCL();
+  Device cl = device("opencl"), cpu = device("cpu");
+  Stream cs = new_stream(cpu), os = new_stream(cl);
+  auto f = compile([&](const std::vector<Array>& in) {
+    Array a = tanh(in[0] * 1.5f, cs) + in[1];        // cpu producer
+    Array b = add(exp(negative(a, os), os), a, os);  // opencl consumer
+    Array c = sum(b, -1, false, cs);                 // cpu consumer of the device result
+    return std::vector<Array>{b, c};
+  });
+  const int n = 1 << 16;
+  Array x = array(iota(n, 1e-4f), {4, n / 4});
+  std::vector<float> xs = iota(n, 1e-4f);
+  std::vector<std::vector<Array>> outs;
+  for (int i = 0; i < 20; ++i) outs.push_back(f({x, full({1}, static_cast<float>(i % 3))}));
+  for (int i = 0; i < 20; ++i) {
+    std::vector<float> b = outs[i][0].to_vector<float>(), c = outs[i][1].to_vector<float>();
+    double row = 0;
+    for (int j = 0; j < n; ++j) {
+      float a = std::tanh(xs[j] * 1.5f) + static_cast<float>(i % 3);
+      float want = std::exp(-a) + a;
+      if (j % 331 == 0) {
+        EXPECT_NEAR(b[j], want, 1e-5f * (1 + std::fabs(want))) << i << " " << j;
+      }
+      if (j < n / 4) row += b[j];
+    }
+    EXPECT_NEAR(c[0], row, 1e-4 * std::fabs(row)) << "call " << i;
+  }
+  EXPECT_EQ(outs[0][0].device(), cl);
+  EXPECT_EQ(outs[0][1].device(), cpu);
+}
+
 TEST(OpenclStreams, ErrorsFailOnlyTheirDependents) {
   REQUIRE_OPENCL();
   Device cl = device("opencl");

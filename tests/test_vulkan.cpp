@@ -490,7 +490,7 @@ TEST_F(Vulkan, LanesOrderedOnTheDeviceByTimelineSemaphores) {
     for (int half = 0; half < 2; ++half) {
       Queue& q = half ? *q2 : *q1;
       if (last) {
-        ASSERT_TRUE(q.enqueue_wait(last));
+        ASSERT_TRUE(q.enqueue_wait({last}));
       }
       KernelArgs args;
       args.buffers =
@@ -522,7 +522,7 @@ TEST_F(Vulkan, EnqueueWaitHoldsTheConsumerOnTheDevice) {
   auto producer = std::make_shared<vulkan::GpuEvent>();
   producer->set_timeline(ctx.get(), gate, 1, nullptr);
   auto q = be.create_queue(0);
-  ASSERT_TRUE(q->enqueue_wait(producer));
+  ASSERT_TRUE(q->enqueue_wait({producer}));
   KernelArgs args;
   args.buffers = {a.get(), b.get()};
   EventPtr consumer = q->enqueue_kernel(*ck, args);
@@ -544,7 +544,7 @@ TEST_F(Vulkan, EnqueueWaitHoldsTheConsumerOnTheDevice) {
     void on_complete(std::function<void(std::exception_ptr)> f) override { f(nullptr); }
     void wait() override {}
   };
-  EXPECT_FALSE(q->enqueue_wait(std::make_shared<HostEvent>()));
+  EXPECT_FALSE(q->enqueue_wait({std::make_shared<HostEvent>()}));
 }
 
 TEST_F(Vulkan, MissingDeviceFeatureNamesIt) {

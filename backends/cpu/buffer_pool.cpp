@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "graph/error.h"
+#include "graph/immortal.h"
 
 namespace kiln::cpu {
 
@@ -60,12 +61,12 @@ class PooledBuffer : public Buffer {
 
 std::shared_ptr<BufferPool> BufferPool::instance() {
   // Keep up to 4 GiB of free blocks unless KILN_CPU_POOL_BYTES says otherwise.
-  static std::shared_ptr<BufferPool> pool = [] {
+  static Immortal<std::shared_ptr<BufferPool>> pool([] {
     size_t max = size_t{4} << 30;
     if (const char* e = std::getenv("KILN_CPU_POOL_BYTES")) max = std::strtoull(e, nullptr, 10);
     return std::make_shared<BufferPool>(max);
-  }();
-  return pool;
+  }());
+  return pool.get();
 }
 
 BufferPool::BufferPool(size_t max_cached_bytes) : s_(std::make_unique<State>()) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "graph/error.h"
+#include "graph/immortal.h"
 
 namespace kiln::cpu {
 
@@ -38,8 +39,8 @@ struct State {
 };
 
 State& state() {
-  static State s;
-  return s;
+  static Immortal<State> s;
+  return s.get();
 }
 
 memory::desc strided(int64_t rows, int64_t cols, int64_t ld) {

@@ -7,6 +7,7 @@
 #include "graph/error.h"
 #ifdef KILN_HAVE_CLBLAST
 #include <clblast.h>
+#include "graph/immortal.h"
 #endif
 
 namespace kiln::opencl {
@@ -72,10 +73,13 @@ std::string source(Dtype d, bool fp64) {
 }
 
 MatmulKernel& kernel_for(ClDevice& dev, Dtype d) {
-  static std::mutex mu;
-  static std::map<std::pair<const ClDevice*, int>, std::unique_ptr<MatmulKernel>> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& slot = cache[{&dev, static_cast<int>(d.kind)}];
+  struct Cache {
+    std::mutex mu;
+    std::map<std::pair<const ClDevice*, int>, std::unique_ptr<MatmulKernel>> kernels;
+  };
+  static Immortal<Cache> cache;
+  std::lock_guard<std::mutex> lock(cache->mu);
+  auto& slot = cache->kernels[{&dev, static_cast<int>(d.kind)}];
   if (!slot) {
     if (d == float64 && !dev.fp64)
       throw_error("opencl: matmul of float64 needs the cl_khr_fp64 extension, which ", dev.label(),

@@ -51,6 +51,8 @@ class ClEvent : public Event, public std::enable_shared_from_this<ClEvent> {
     (void)ctx.release();  // owned by the callback from now on
   }
 
+  cl_event handle() const { return ev_; }
+
   void wait() override {
     cl_int err = clWaitForEvents(1, &ev_);
     cl_int status = CL_COMPLETE;
@@ -74,6 +76,31 @@ class ClEvent : public Event, public std::enable_shared_from_this<ClEvent> {
   cl_event ev_;
   std::string what_;
   std::vector<std::shared_ptr<void>> keep_;
+};
+
+// A user event: device commands wait for it in their wait lists until the executor completes
+// it from the host (a cpu task finished). Dropped uncompleted, it fails, releasing its waiters.
+class ClSignal : public Signal {
+ public:
+  explicit ClSignal(cl_context ctx) {
+    cl_int err = CL_SUCCESS;
+    cl_event e = clCreateUserEvent(ctx, &err);
+    cl_check(err, "clCreateUserEvent");
+    event_ = std::make_shared<ClEvent>(e, "a cpu task the device waited for",
+                                       std::vector<std::shared_ptr<void>>{});
+  }
+  ~ClSignal() override {
+    if (!done_.exchange(true)) clSetUserEventStatus(event_->handle(), -1);
+  }
+  EventPtr event() override { return event_; }
+  void complete(std::exception_ptr error) override {
+    if (done_.exchange(true)) return;
+    clSetUserEventStatus(event_->handle(), error ? -1 : CL_COMPLETE);
+  }
+
+ private:
+  std::shared_ptr<ClEvent> event_;
+  std::atomic<bool> done_{false};
 };
 
 // One entry point of a built program. cl_kernel argument state is shared, so setting arguments
@@ -216,7 +243,10 @@ class ClQueue : public Queue {
     std::vector<std::shared_ptr<void>> keep;
     cl_event ev = nullptr;
     if (!k.ir.reduce) {
-      ev = l.run(*k.map, groups_for(nout, k.map->local, SIZE_MAX / k.map->local), {}, false);
+      // On a CPU device each item loops over a contiguous run (codegen): a few groups per
+      // compute unit balance the threads; on GPUs the launch covers the domain.
+      size_t cap = dev_.cpu ? dev_.compute_units * 4 : SIZE_MAX / k.map->local;
+      ev = l.run(*k.map, groups_for(nout, k.map->local, cap), {}, false);
     } else if (k.gen.split && nred >= static_cast<int64_t>(32 * k.part->local)) {
       ev = split(k, l, nred, keep);
     } else if (k.rows && nout >= static_cast<int64_t>(4 * dev_.compute_units * k.rows->local)) {
@@ -267,6 +297,29 @@ class ClQueue : public Queue {
 
   void finish() override { cl_check(clFinish(q_), "clFinish"); }
   bool runs_inline() const override { return false; }
+  bool waits_on_device() const override { return true; }
+  std::shared_ptr<Signal> create_signal() override {
+    return std::make_shared<ClSignal>(dev_.context);
+  }
+
+  // A barrier with a wait list: later commands on this in-order queue start after `events`
+  // complete, on the device. Events of another context (another device) cannot be waited on.
+  bool enqueue_wait(const std::vector<EventPtr>& events) override {
+    std::vector<cl_event> list;
+    for (const EventPtr& e : events) {
+      auto* ce = dynamic_cast<const ClEvent*>(e.get());
+      if (!ce) return false;
+      cl_context c = nullptr;
+      clGetEventInfo(ce->handle(), CL_EVENT_CONTEXT, sizeof c, &c, nullptr);
+      if (c != dev_.context) return false;
+      list.push_back(ce->handle());
+    }
+    if (list.empty()) return true;
+    cl_check(
+        clEnqueueBarrierWithWaitList(q_, static_cast<cl_uint>(list.size()), list.data(), nullptr),
+        "clEnqueueBarrierWithWaitList");
+    return true;
+  }
 
  private:
   // The split scheme: `part` reduces contiguous chunks into partials, `final` combines them.

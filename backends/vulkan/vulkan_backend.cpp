@@ -18,6 +18,7 @@
 #include "backends/vulkan/memory.h"
 #include "backends/vulkan/vk_context.h"
 #include "graph/error.h"
+#include "graph/immortal.h"
 
 namespace kiln {
 
@@ -221,10 +222,13 @@ struct MatmulPipeline {
 
 // The matmul pipeline of (device, dtype), built on first use and kept for the process.
 const MatmulPipeline& matmul_pipeline(const std::shared_ptr<Context>& ctx, Dtype d) {
-  static std::mutex mu;
-  static std::map<std::pair<const Context*, int>, std::shared_ptr<MatmulPipeline>> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& p = cache[{ctx.get(), static_cast<int>(d.kind)}];
+  struct Cache {
+    std::mutex mu;
+    std::map<std::pair<const Context*, int>, std::shared_ptr<MatmulPipeline>> pipelines;
+  };
+  static Immortal<Cache> cache;
+  std::lock_guard<std::mutex> lock(cache->mu);
+  auto& p = cache->pipelines[{ctx.get(), static_cast<int>(d.kind)}];
   if (!p) {
     if (d == float64 && !ctx->info().float64)
       throw_error("vulkan: float64 matmul needs the device feature shaderFloat64, which ",
@@ -428,12 +432,19 @@ class VulkanQueue : public Queue {
 
   bool runs_inline() const override { return false; }
 
-  bool enqueue_wait(const EventPtr& ev) override {
-    auto* g = dynamic_cast<GpuEvent*>(ev.get());
-    if (!g || g->context() != ctx_.get() || !g->semaphore()) return false;
+  // All or nothing: every event must be a timeline value of this device, else the caller
+  // orders the work on the host.
+  bool enqueue_wait(const std::vector<EventPtr>& events) override {
+    std::vector<GpuEvent*> ours;
+    for (const EventPtr& ev : events) {
+      auto* g = dynamic_cast<GpuEvent*>(ev.get());
+      if (!g || g->context() != ctx_.get() || !g->semaphore()) return false;
+      ours.push_back(g);
+    }
     std::lock_guard<std::mutex> lock(lane_->mu);
-    if (g->semaphore() != lane_->timeline)  // this lane's own work is in order already
-      lane_->waits.push_back({g->semaphore(), g->value(), g->keep()});
+    for (GpuEvent* g : ours)
+      if (g->semaphore() != lane_->timeline)  // this lane's own work is in order already
+        lane_->waits.push_back({g->semaphore(), g->value(), g->keep()});
     return true;
   }
 
