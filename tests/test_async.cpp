@@ -291,6 +291,24 @@ TEST(Async, DroppingInFlightArraysNeitherHangsNorLeaks) {
   EXPECT_FALSE(events.empty());
 }
 
+// async_eval inside a transform: the work completes on a worker thread, where no transform
+// records, yet the graph the transform walks afterwards must still be there.
+TEST(Async, AsyncEvalInsideGradKeepsTheGraph) {
+  StreamScope scope(new_stream(device("cpu")));
+  Fn f = [](const std::vector<Array>& in) {
+    Array y = in[0] * in[0];
+    async_eval(y);
+    // Give the worker time to take the job (a waiting thread would run it itself, on this
+    // thread, where the transform records); then wait for its result.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    eval(y);
+    return std::vector<Array>{sum(y * 3.0f)};
+  };
+  Array x = array(std::vector<float>{1, 2, 3}, {3});
+  std::vector<float> g = grad(f)({x})[0].to_vector<float>();
+  EXPECT_EQ(g, (std::vector<float>{6, 12, 18}));
+}
+
 // The exit rule (scheduler/lane_worker.cpp): a process that returns from main with compiled
 // calls still queued on a cpu stream ends cleanly, neither hanging on a worker nor crashing in
 // one that runs while static destructors tear the process down. Before the rule this hung or
