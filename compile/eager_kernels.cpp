@@ -3,6 +3,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "compile/rules.h"
 #include "graph/array_node.h"
 #include "graph/immortal.h"
 
@@ -66,15 +67,10 @@ Key key_of(const ArrayNode& n, const NodeSet& stored) {
   return k;
 }
 
-// The launch values the emitter gives `n` emitted alone, in its order (fuse.cpp's Emitter).
+// The launch values the emitter gives `n` emitted alone, in its order: its rules' own
+// (fills, aranges, draws), else its 0-d constant inputs', each node once (kernel_emit.cpp).
 std::vector<int64_t> params_of(const ArrayNode& n, const NodeSet& stored) {
-  const Params& p = n.params;
-  switch (n.op) {
-    case Op::Full: return {launch_word(p.value)};
-    case Op::Arange: return {launch_word(p.step_value), launch_word(p.value)};
-    case Op::Random: return {static_cast<int64_t>(p.key)};
-    default: break;
-  }
+  if (auto own = rules(n.op).launch_values) return own(n);
   std::vector<int64_t> params;
   for (size_t i = 0; i < n.inputs.size(); ++i)
     if (input_kind(n, i, stored) == InputKind::Scalar && first_alias(n, i) == i)

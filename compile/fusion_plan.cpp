@@ -108,22 +108,19 @@ class RegionWalk {
       needs_.conflict = true;
       return;
     }
-    switch (n.op) {
-      case Op::Full:
-      case Op::Arange:
-      case Op::Random:
-      case Op::Count: return;  // computed from launch values and the index
-      case Op::Reshape:
-        if (input_view(n, 0, v)) break;
-        if (is_buffer(*n.inputs[0].node()))
-          ++needs_.loads;  // read by its row-major index
-        else
-          needs_.materialize.push_back(n.inputs[0].node().get());
-        return;
-      default:
-        if (is_view_or_elementwise(n.op)) break;
-        needs_.materialize.push_back(&n);  // another reduction's result, a library call
-        return;
+    // As the emitter does: a node without an emit rule (another reduction's result, a library
+    // call) must be stored; one with a rule reads its inputs at the views its rules give (fills,
+    // draws and counts read none: they are computed from launch values and the index).
+    if (!rules(n.op).emit) {
+      needs_.materialize.push_back(&n);
+      return;
+    }
+    if (n.op == Op::Reshape && !input_view(n, 0, v)) {  // reshape_emit's load_row_major
+      if (is_buffer(*n.inputs[0].node()))
+        ++needs_.loads;
+      else
+        needs_.materialize.push_back(n.inputs[0].node().get());
+      return;
     }
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (std::optional<View> cv = input_view(n, i, v)) walk(*n.inputs[i].node(), *cv);
@@ -237,7 +234,7 @@ class Planner {
         auto it = consumers_.find(cur);
         if (it == consumers_.end() || it->second.size() != 1) break;
         const ArrayNode* c = it->second[0];
-        if (!is_elementwise(c->op) || c->shape != r->shape || !same_lane_(*c, *r) ||
+        if (!rules(c->op).elementwise || c->shape != r->shape || !same_lane_(*c, *r) ||
             claimed.count(c))
           break;
         chain.insert(c);

@@ -1,7 +1,8 @@
 // Graph passes run on a traced graph before fusion: common-subexpression elimination, constant
-// folding, dead-code elimination and the algebraic simplifications that matter (x*1, x+0, x-0,
-// x/1, -(-x), round-trip casts through a wider type, nested or no-op reshapes and broadcasts).
-// Passes build a new graph; the traced one is left as it was.
+// folding, dead-code elimination and the algebraic simplifications each primitive's rules give
+// (PrimitiveRules::simplify in compile/rules.h: x*1, x+0, x-0, x/1, -(-x), round-trip casts
+// through a wider type, transpose pairs, matmul of transposed operands, nested or no-op reshapes
+// and broadcasts, whole slices). Passes build a new graph; the traced one is left as it was.
 #pragma once
 
 #include <vector>

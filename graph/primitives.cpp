@@ -69,8 +69,4 @@ bool is_comparison(BinaryOp op) {
 
 bool is_logical(BinaryOp op) { return op == BinaryOp::LogicalAnd || op == BinaryOp::LogicalOr; }
 
-bool is_elementwise(Op op) {
-  return op == Op::Unary || op == Op::Binary || op == Op::Select || op == Op::Cast;
-}
-
 }  // namespace kiln

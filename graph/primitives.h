@@ -95,6 +95,5 @@ std::string primitive_name(Op op, const Params& p);
 
 bool is_comparison(BinaryOp op);
 bool is_logical(BinaryOp op);
-bool is_elementwise(Op op);
 
 }  // namespace kiln

@@ -532,6 +532,105 @@ TEST(Passes, SimplifyGraph) {
   (void)dead;
 }
 
+// Each rule of the primitives' simplify entries (compile/rules/) fires where it holds, and only
+// the rules that hold for every shape fire under shapeless.
+TEST(Passes, EachAlgebraRuleFires) {
+  ResolvedStream st_ref{default_stream(ref()), StreamOrigin::Default};
+  auto placeholder = [&](Shape s) {
+    return make_array(s, float32, Op::Placeholder, {}, {}, st_ref);
+  };
+  // Built as nodes: the ops themselves drop some of these (reshape to the same shape) eagerly.
+  auto node = [&](Op op, Params p, const Array& in, Shape s) {
+    return make_array(s, in.dtype(), op, p, {in}, st_ref);
+  };
+  auto perm = [](std::vector<int> axes) {
+    Params p;
+    p.axes = std::move(axes);
+    return p;
+  };
+  Array x = placeholder({4}), y = placeholder({3, 4}), z = placeholder({2, 3, 4});
+  Array zero = array(0.0f, ref()), one = array(1.0f, ref());
+  Params same;
+  same.shape = {3, 4};
+  Params to12;
+  to12.shape = {12};
+  Params to34;
+  to34.shape = {3, 4};
+  Params to234;
+  to234.shape = {2, 3, 4};
+  Params whole;
+  whole.start = {0, 0}, whole.stop = {3, 4}, whole.step = {1, 1};
+
+  PassStats st;
+  std::vector<Array> out = simplify(
+      {one * x, zero + x, x - zero, x / one,
+       node(Op::Transpose, perm({1, 0}), node(Op::Transpose, perm({1, 0}), y, {4, 3}), {3, 4}),
+       node(Op::Reshape, same, y, {3, 4}), node(Op::Broadcast, same, y, {3, 4}),
+       node(Op::Slice, whole, y, {3, 4})},
+      {x, y}, &st);
+  EXPECT_EQ(st.simplified, 8);
+  for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(out[i].same(x)) << i;
+  for (size_t i = 4; i < out.size(); ++i) EXPECT_TRUE(out[i].same(y)) << i;
+
+  // Pairs compose into one node reading the innermost input.
+  st = {};
+  out = simplify({node(Op::Transpose, perm({1, 2, 0}),
+                       node(Op::Transpose, perm({1, 2, 0}), z, {3, 4, 2}), {4, 2, 3}),
+                  node(Op::Reshape, to34, node(Op::Reshape, to12, y, {12}), {3, 4}),
+                  node(Op::Broadcast, to234, node(Op::Broadcast, same, x, {3, 4}), {2, 3, 4})},
+                 {x, y, z}, &st);
+  EXPECT_EQ(st.simplified, 3);
+  EXPECT_EQ(out[0].node()->op, Op::Transpose);
+  EXPECT_EQ(out[0].node()->params.axes, (std::vector<int>{2, 0, 1}));
+  EXPECT_TRUE(out[0].node()->inputs[0].same(z));
+  EXPECT_EQ(out[1].node()->op, Op::Reshape);
+  EXPECT_TRUE(out[1].node()->inputs[0].same(y));
+  EXPECT_EQ(out[2].node()->op, Op::Broadcast);
+  EXPECT_TRUE(out[2].node()->inputs[0].same(x));
+
+  // a @ w^T with a large w: (w @ a^T)^T copies fewer bytes. Not shapeless.
+  Array a = placeholder({2, 3}), w = placeholder({1000, 3});
+  Array m = matmul(a, node(Op::Transpose, perm({1, 0}), w, {3, 1000}));
+  st = {};
+  out = simplify({m}, {a, w}, &st);
+  EXPECT_EQ(st.simplified, 1);
+  const ArrayNode& t = *out[0].node();
+  ASSERT_EQ(t.op, Op::Transpose);
+  EXPECT_EQ(out[0].shape(), (Shape{2, 1000}));
+  const ArrayNode& mm = *t.inputs[0].node();
+  ASSERT_EQ(mm.op, Op::Matmul);
+  EXPECT_TRUE(mm.inputs[0].same(w));
+  EXPECT_EQ(mm.inputs[1].node()->op, Op::Transpose);
+  EXPECT_TRUE(mm.inputs[1].node()->inputs[0].same(a));
+  st = {};
+  out = simplify({m}, {a, w}, &st, true);
+  EXPECT_EQ(st.simplified, 0);
+  EXPECT_EQ(out[0].node()->op, Op::Matmul);
+
+  // Shapeless: 0-d identities, -(-x), casts and transpose pairs hold for every shape; a 1 of
+  // shape (4,), a no-op reshape, broadcast or whole slice, and nested reshapes do not.
+  st = {};
+  out = simplify(
+      {x * 1.0f, -(-x), astype(astype(x, float64), float32),
+       node(Op::Transpose, perm({1, 0}), node(Op::Transpose, perm({1, 0}), y, {4, 3}), {3, 4})},
+      {x, y}, &st, true);
+  EXPECT_EQ(st.simplified, 4);
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(out[i].same(x)) << i;
+  EXPECT_TRUE(out[3].same(y));
+  st = {};
+  Array ones4 = array<float>({1, 1, 1, 1}, {4}, ref());
+  out = simplify({x * ones4, node(Op::Reshape, same, y, {3, 4}),
+                  node(Op::Broadcast, same, y, {3, 4}), node(Op::Slice, whole, y, {3, 4}),
+                  node(Op::Reshape, to34, node(Op::Reshape, to12, y, {12}), {3, 4})},
+                 {x, y}, &st, true);
+  EXPECT_EQ(st.simplified, 0);
+  EXPECT_EQ(out[0].node()->op, Op::Binary);
+  EXPECT_EQ(out[4].node()->inputs[0].node()->op, Op::Reshape);
+  // Without shapeless the (4,) ones qualify.
+  out = simplify({x * ones4}, {x});
+  EXPECT_TRUE(out[0].same(x));
+}
+
 TEST(Lowering, TemporariesShareStorageByLiveness) {
   Array x = ones({1000}, float32, ref());
   eval(x);

@@ -119,6 +119,15 @@ MaybeArray unary_jvp(const ArrayNode& n, const Array& out, const std::vector<May
   return unary_scale(n, out, *t[0]);
 }
 
+// -(-x) is x.
+std::optional<Array> unary_simplify(const Array& a, const SimplifyContext& cx) {
+  if (cx.node.params.unary != UnaryOp::Negative) return std::nullopt;
+  const ArrayNode& x = *cx.node.inputs[0].node();
+  if (x.op == Op::Unary && x.params.unary == UnaryOp::Negative && cx.same_type(x.inputs[0]))
+    return x.inputs[0];
+  return std::nullopt;
+}
+
 // Every element-wise primitive batches the same way: mapped inputs get unit axes after the
 // mapped one, so NumPy broadcasting lines the rest up as it did unmapped.
 Batched elementwise_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t size) {
@@ -165,6 +174,29 @@ MaybeArray binary_jvp(const ArrayNode& n, const Array& out, const std::vector<Ma
   return total;
 }
 
+// The identities x * 1, 1 * x, x + 0, 0 + x, x - 0 and x / 1, when x can stand for the result.
+std::optional<Array> binary_simplify(const Array&, const SimplifyContext& cx) {
+  const Array &x = cx.node.inputs[0], &y = cx.node.inputs[1];
+  switch (cx.node.params.binary) {
+    case BinaryOp::Multiply:
+      if (cx.all_equal(y, 1) && cx.same_type(x)) return x;
+      if (cx.all_equal(x, 1) && cx.same_type(y)) return y;
+      break;
+    case BinaryOp::Add:
+      if (cx.all_equal(y, 0) && cx.same_type(x)) return x;
+      if (cx.all_equal(x, 0) && cx.same_type(y)) return y;
+      break;
+    case BinaryOp::Subtract:
+      if (cx.all_equal(y, 0) && cx.same_type(x)) return x;
+      break;
+    case BinaryOp::Divide:
+      if (cx.all_equal(y, 1) && cx.same_type(x)) return x;
+      break;
+    default: break;
+  }
+  return std::nullopt;
+}
+
 // ---- where ----
 
 Shape select_shape(const ArrayNode&, const std::vector<Array>& in) {
@@ -200,16 +232,59 @@ MaybeArray cast_jvp(const ArrayNode& n, const Array&, const std::vector<MaybeArr
   return astype(*t[0], n.dtype);
 }
 
+// A cast that a round trip through `wide` undoes exactly. Not from float16/bfloat16: inside a
+// fused kernel their values are float32 values, which the cast back rounds (scalar_ops.h).
+bool widens_exactly(Dtype from, Dtype wide) { return !from.is_half() && holds_exactly(wide, from); }
+
+// astype(astype(x, wide), x's dtype) is x when `wide` holds every value of x's dtype.
+std::optional<Array> cast_simplify(const Array&, const SimplifyContext& cx) {
+  const ArrayNode& x = *cx.node.inputs[0].node();
+  if (x.op == Op::Cast && x.inputs[0].dtype() == cx.node.dtype &&
+      widens_exactly(cx.node.dtype, x.dtype))
+    return x.inputs[0];
+  return std::nullopt;
+}
+
 }  // namespace
 
-using rule::broadcast_view;
-const PrimitiveRules kUnaryRules{same_shape, true,      true,      broadcast_view,
-                                 unary_emit, unary_vjp, unary_jvp, elementwise_vmap};
-const PrimitiveRules kBinaryRules{binary_shape, true,       true,       binary_view,
-                                  binary_emit,  binary_vjp, binary_jvp, elementwise_vmap};
-const PrimitiveRules kSelectRules{select_shape, true,       true,       broadcast_view,
-                                  select_emit,  select_vjp, select_jvp, elementwise_vmap};
-const PrimitiveRules kCastRules{same_shape, true,     true,     broadcast_view,
-                                cast_emit,  cast_vjp, cast_jvp, elementwise_vmap};
+const PrimitiveRules kUnaryRules{.shape = same_shape,
+                                 .any_rank = true,
+                                 .elementwise = true,
+                                 .fuses_inline = true,
+                                 .input_view = rule::broadcast_view,
+                                 .emit = unary_emit,
+                                 .simplify = unary_simplify,
+                                 .vjp = unary_vjp,
+                                 .jvp = unary_jvp,
+                                 .vmap = elementwise_vmap};
+const PrimitiveRules kBinaryRules{.shape = binary_shape,
+                                  .any_rank = true,
+                                  .elementwise = true,
+                                  .fuses_inline = true,
+                                  .input_view = binary_view,
+                                  .emit = binary_emit,
+                                  .simplify = binary_simplify,
+                                  .vjp = binary_vjp,
+                                  .jvp = binary_jvp,
+                                  .vmap = elementwise_vmap};
+const PrimitiveRules kSelectRules{.shape = select_shape,
+                                  .any_rank = true,
+                                  .elementwise = true,
+                                  .fuses_inline = true,
+                                  .input_view = rule::broadcast_view,
+                                  .emit = select_emit,
+                                  .vjp = select_vjp,
+                                  .jvp = select_jvp,
+                                  .vmap = elementwise_vmap};
+const PrimitiveRules kCastRules{.shape = same_shape,
+                                .any_rank = true,
+                                .elementwise = true,
+                                .fuses_inline = true,
+                                .input_view = rule::broadcast_view,
+                                .emit = cast_emit,
+                                .simplify = cast_simplify,
+                                .vjp = cast_vjp,
+                                .jvp = cast_jvp,
+                                .vmap = elementwise_vmap};
 
 }  // namespace kiln

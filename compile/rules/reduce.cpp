@@ -120,10 +120,17 @@ Batched count_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t) 
 
 }  // namespace
 
-const PrimitiveRules kReduceRules{reduce_shape, false,      false,      rule::no_view,
-                                  nullptr,      reduce_vjp, reduce_jvp, reduce_vmap};
+const PrimitiveRules kReduceRules{.shape = reduce_shape,
+                                  .input_view = rule::no_view,
+                                  .vjp = reduce_vjp,
+                                  .jvp = reduce_jvp,
+                                  .vmap = reduce_vmap};
 // A count is inlined from its input's shape, not read through a view.
-const PrimitiveRules kCountRules{count_shape, false,  false,  rule::no_view,
-                                 count_emit,  no_vjp, no_jvp, count_vmap};
+const PrimitiveRules kCountRules{.shape = count_shape,
+                                 .input_view = rule::no_view,
+                                 .emit = count_emit,
+                                 .vjp = no_vjp,
+                                 .jvp = no_jvp,
+                                 .vmap = count_vmap};
 
 }  // namespace kiln

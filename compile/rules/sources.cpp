@@ -7,7 +7,12 @@ namespace kiln {
 
 namespace {
 
+// Each emit rule below has its launch values beside it: what the kernel of the node alone takes,
+// in the order the rule asks for them, so an eager kernel of the same structure serves new values.
+// Alone, a kernel has constant dims (eager kernels are keyed by shape): runtime_map adds none.
+
 int full_emit(EmitContext& cx, const ArrayNode& n) { return cx.constant(n.params.value); }
+std::vector<int64_t> full_launch(const ArrayNode& n) { return {launch_word(n.params.value)}; }
 
 // start + index * step, both launch scalars; the index follows the view along the only axis.
 int arange_emit(EmitContext& cx, const ArrayNode& n) {
@@ -31,6 +36,9 @@ int arange_emit(EmitContext& cx, const ArrayNode& n) {
   sum.a = m, sum.b = cx.constant(n.params.value);
   return cx.add(sum);
 }
+std::vector<int64_t> arange_launch(const ArrayNode& n) {
+  return {launch_word(n.params.step_value), launch_word(n.params.value)};
+}
 
 // Counter-based: the bits of (key, row-major index); the key is a launch scalar.
 int random_emit(EmitContext& cx, const ArrayNode& n) {
@@ -43,6 +51,9 @@ int random_emit(EmitContext& cx, const ArrayNode& n) {
   val.param = cx.launch_param(static_cast<int64_t>(n.params.key));
   val.a = cx.add(idx);
   return cx.add(val);
+}
+std::vector<int64_t> random_launch(const ArrayNode& n) {
+  return {static_cast<int64_t>(n.params.key)};
 }
 
 Shape own_shape(const ArrayNode& n, const std::vector<Array>&) { return n.shape; }
@@ -61,14 +72,39 @@ Batched no_vmap(const ArrayNode& n, const std::vector<Batched>&, int64_t) {
 }  // namespace
 
 // Constants and placeholders are always buffers (leaves): fusion never emits them inline.
-const PrimitiveRules kSourceRules{own_shape, true,   false,  rule::no_view,
-                                  nullptr,   no_vjp, no_jvp, no_vmap};
+const PrimitiveRules kSourceRules{.shape = own_shape,
+                                  .any_rank = true,
+                                  .input_view = rule::no_view,
+                                  .vjp = no_vjp,
+                                  .jvp = no_jvp,
+                                  .vmap = no_vmap};
 // Fills, aranges and draws are computed inline from launch values and the index.
-const PrimitiveRules kFullRules{own_shape, true,   true,   rule::no_view,
-                                full_emit, no_vjp, no_jvp, no_vmap};
-const PrimitiveRules kArangeRules{own_shape,   true,   true,   rule::no_view,
-                                  arange_emit, no_vjp, no_jvp, no_vmap};
-const PrimitiveRules kRandomRules{own_shape,   true,   true,   rule::no_view,
-                                  random_emit, no_vjp, no_jvp, no_vmap};
+const PrimitiveRules kFullRules{.shape = own_shape,
+                                .any_rank = true,
+                                .fuses_inline = true,
+                                .input_view = rule::no_view,
+                                .emit = full_emit,
+                                .launch_values = full_launch,
+                                .vjp = no_vjp,
+                                .jvp = no_jvp,
+                                .vmap = no_vmap};
+const PrimitiveRules kArangeRules{.shape = own_shape,
+                                  .any_rank = true,
+                                  .fuses_inline = true,
+                                  .input_view = rule::no_view,
+                                  .emit = arange_emit,
+                                  .launch_values = arange_launch,
+                                  .vjp = no_vjp,
+                                  .jvp = no_jvp,
+                                  .vmap = no_vmap};
+const PrimitiveRules kRandomRules{.shape = own_shape,
+                                  .any_rank = true,
+                                  .fuses_inline = true,
+                                  .input_view = rule::no_view,
+                                  .emit = random_emit,
+                                  .launch_values = random_launch,
+                                  .vjp = no_vjp,
+                                  .jvp = no_jvp,
+                                  .vmap = no_vmap};
 
 }  // namespace kiln

@@ -21,6 +21,18 @@ MaybeArray no_derivative_or(const ArrayNode& n, const MaybeArray& v) {
 // A view reads its input at a transformed view: the value is the input's.
 int view_emit(EmitContext& cx, const ArrayNode&) { return cx.input(0); }
 
+// A reshape or broadcast_to whose input already has its shape and dtype is its input; one of
+// another of the same kind reads the inner one's input (its parameters give the shape). Neither
+// holds for every shape, so not shapeless.
+std::optional<Array> reshape_or_broadcast_simplify(const Array&, const SimplifyContext& cx) {
+  const ArrayNode& n = cx.node;
+  if (cx.shapeless) return std::nullopt;
+  if (cx.same_type(n.inputs[0])) return n.inputs[0];
+  const ArrayNode& x = *n.inputs[0].node();
+  if (x.op == n.op) return remake(n, n.shape, {x.inputs[0]}, n.params);
+  return std::nullopt;
+}
+
 // ---- reshape ----
 
 Shape reshape_shape(const ArrayNode& n, const std::vector<Array>& in) {
@@ -122,6 +134,24 @@ Batched transpose_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64
   return {remake(n, prepend(size, n.shape), {in[0].value}, p), true};
 }
 
+// transpose(transpose(x, p), q) reads x through the composed permutation: one transpose, or
+// none (reverse mode makes such pairs: the cotangent of x @ w.T through matmul and back).
+std::optional<Array> transpose_simplify(const Array&, const SimplifyContext& cx) {
+  const ArrayNode& n = cx.node;
+  const ArrayNode& x = *n.inputs[0].node();
+  if (x.op != Op::Transpose) return std::nullopt;
+  std::vector<int> perm;
+  bool identity = true;
+  for (size_t i = 0; i < n.params.axes.size(); ++i) {
+    perm.push_back(x.params.axes[n.params.axes[i]]);
+    identity = identity && perm.back() == static_cast<int>(i);
+  }
+  if (identity) return x.inputs[0];
+  Params p = n.params;
+  p.axes = perm;
+  return remake(n, n.shape, {x.inputs[0]}, p);
+}
+
 // ---- broadcast_to ----
 
 Shape broadcast_shape(const ArrayNode& n, const std::vector<Array>& in) {
@@ -210,6 +240,16 @@ std::optional<View> slice_view(const ArrayNode& n, size_t, const View& v) {
   return v.slice_input(n.params.start, n.params.step);
 }
 
+// A slice of everything (start 0, step 1, the input's shape) is its input; not shapeless, where
+// the same bounds may cut a larger input.
+std::optional<Array> slice_simplify(const Array&, const SimplifyContext& cx) {
+  const ArrayNode& n = cx.node;
+  if (cx.shapeless || !cx.same_type(n.inputs[0])) return std::nullopt;
+  for (size_t i = 0; i < n.shape.size(); ++i)
+    if (n.params.start[i] != 0 || n.params.step[i] != 1) return std::nullopt;
+  return n.inputs[0];
+}
+
 std::vector<MaybeArray> slice_vjp(const ArrayNode& n, const Array&, const Array& ct) {
   if (!differentiable(n.dtype)) return {std::nullopt};
   const Shape& xs = n.inputs[0].shape();
@@ -287,18 +327,43 @@ Batched concatenate_vmap(const ArrayNode& n, const std::vector<Batched>& in, int
 
 }  // namespace
 
-const PrimitiveRules kReshapeRules{reshape_shape, false,       true,        reshape_view,
-                                   reshape_emit,  reshape_vjp, reshape_jvp, reshape_vmap};
-const PrimitiveRules kTransposeRules{transpose_shape, false,         true,          transpose_view,
-                                     view_emit,       transpose_vjp, transpose_jvp, transpose_vmap};
-const PrimitiveRules kBroadcastRules{broadcast_shape,      false,         true,
-                                     rule::broadcast_view, view_emit,     broadcast_vjp,
-                                     broadcast_jvp,        broadcast_vmap};
-const PrimitiveRules kSliceRules{slice_shape, false,     true,      slice_view,
-                                 view_emit,   slice_vjp, slice_jvp, slice_vmap};
+const PrimitiveRules kReshapeRules{.shape = reshape_shape,
+                                   .fuses_inline = true,
+                                   .input_view = reshape_view,
+                                   .emit = reshape_emit,
+                                   .simplify = reshape_or_broadcast_simplify,
+                                   .vjp = reshape_vjp,
+                                   .jvp = reshape_jvp,
+                                   .vmap = reshape_vmap};
+const PrimitiveRules kTransposeRules{.shape = transpose_shape,
+                                     .fuses_inline = true,
+                                     .input_view = transpose_view,
+                                     .emit = view_emit,
+                                     .simplify = transpose_simplify,
+                                     .vjp = transpose_vjp,
+                                     .jvp = transpose_jvp,
+                                     .vmap = transpose_vmap};
+const PrimitiveRules kBroadcastRules{.shape = broadcast_shape,
+                                     .fuses_inline = true,
+                                     .input_view = rule::broadcast_view,
+                                     .emit = view_emit,
+                                     .simplify = reshape_or_broadcast_simplify,
+                                     .vjp = broadcast_vjp,
+                                     .jvp = broadcast_jvp,
+                                     .vmap = broadcast_vmap};
+const PrimitiveRules kSliceRules{.shape = slice_shape,
+                                 .fuses_inline = true,
+                                 .input_view = slice_view,
+                                 .emit = view_emit,
+                                 .simplify = slice_simplify,
+                                 .vjp = slice_vjp,
+                                 .jvp = slice_jvp,
+                                 .vmap = slice_vmap};
 // A concatenation is a kernel per input piece (fusion_plan.cpp), not a view.
-const PrimitiveRules kConcatenateRules{concatenate_shape, false,           false,
-                                       rule::no_view,     nullptr,         concatenate_vjp,
-                                       concatenate_jvp,   concatenate_vmap};
+const PrimitiveRules kConcatenateRules{.shape = concatenate_shape,
+                                       .input_view = rule::no_view,
+                                       .vjp = concatenate_vjp,
+                                       .jvp = concatenate_jvp,
+                                       .vmap = concatenate_vmap};
 
 }  // namespace kiln
