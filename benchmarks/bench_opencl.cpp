@@ -146,13 +146,26 @@ int main(int argc, char** argv) {
     Array x = random::uniform({16}, float32, random::key(3), device("opencl"));
     eval(x);
     StreamScope s(device("opencl"));
-    double us = 1000 * median_ms(std::max(reps, 1) * 200, [&] { eval(f({x})); });
+    int n = std::max(reps, 1) * 200;
+    double us = 1000 * median_ms(n, [&] { eval(f({x})); });
+    // Dispatch proper (JAX's sense): until the call returns with its work enqueued. The wait
+    // for the result is outside the timed part.
+    std::vector<double> submit;
+    for (int i = 0; i < n; ++i) {
+      auto t0 = Clock::now();
+      std::vector<Array> out = f({x});
+      submit.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      eval(out);
+    }
+    std::nth_element(submit.begin(), submit.begin() + n / 2, submit.end());
     Array xc = random::uniform({16}, float32, random::key(3), device("cpu"));
     eval(xc);
     StreamScope sc(device("cpu"));
-    double cpu_us = 1000 * median_ms(std::max(reps, 1) * 200, [&] { eval(f({xc})); });
-    std::printf("dispatch of a cached compiled gelu(16): opencl %.1f us, cpu %.1f us\n", us,
-                cpu_us);
+    double cpu_us = 1000 * median_ms(n, [&] { eval(f({xc})); });
+    std::printf(
+        "dispatch of a cached compiled gelu(16) on opencl: the call returns in %.1f us (goal "
+        "<= 20 us); call + wait for the result %.1f us (cpu stream: %.1f us)\n",
+        submit[n / 2], us, cpu_us);
   }
 
   // matmul 512^3 float32 on each device.
