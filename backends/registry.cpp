@@ -7,6 +7,7 @@
 #include "backends/reference/reference.h"
 #include "graph/device_hooks.h"
 #include "graph/error.h"
+#include "graph/immortal.h"
 #ifdef KILN_HAVE_CPU_BACKEND
 #include "backends/cpu/cpu_backend.h"
 #endif
@@ -15,7 +16,6 @@
 #endif
 #ifdef KILN_HAVE_OPENCL_BACKEND
 #include "backends/opencl/opencl_backend.h"
-#include "graph/immortal.h"
 #endif
 
 namespace kiln {

@@ -5,9 +5,9 @@
 
 #include "backends/opencl/program_cache.h"
 #include "graph/error.h"
+#include "graph/immortal.h"
 #ifdef KILN_HAVE_CLBLAST
 #include <clblast.h>
-#include "graph/immortal.h"
 #endif
 
 namespace kiln::opencl {
