@@ -204,6 +204,11 @@ void GpuEvent::on_complete(std::function<void(std::exception_ptr)> f) {
   callbacks_.push_back(std::move(f));
 }
 
+bool GpuEvent::completed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
 void GpuEvent::wait() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return done_; });

@@ -65,12 +65,17 @@ class GpuEvent : public Event {
   VkSemaphore semaphore() const { return sem_; }
   uint64_t value() const { return value_; }
   const std::shared_ptr<void>& keep() const { return keep_; }
+  // Set for values the host signals (a cpu task's completion, a deferred host transfer).
+  void set_host_signaled() { host_signaled_ = true; }
+  bool host_signaled() const { return host_signaled_; }
+  bool completed();
 
  private:
   const Context* ctx_ = nullptr;
   VkSemaphore sem_ = VK_NULL_HANDLE;
   uint64_t value_ = 0;
   std::shared_ptr<void> keep_;
+  bool host_signaled_ = false;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

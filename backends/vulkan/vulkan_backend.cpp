@@ -14,6 +14,7 @@
 #include "backends/vulkan/flatten.h"
 #include "backends/vulkan/glsl_codegen.h"
 #include "backends/vulkan/glsl_compiler.h"
+#include "backends/vulkan/host_signal.h"
 #include "backends/vulkan/matmul_shader.h"
 #include "backends/vulkan/memory.h"
 #include "backends/vulkan/vk_context.h"
@@ -266,6 +267,11 @@ struct LaneState {
     std::shared_ptr<void> keep;
   };
   std::vector<Wait> waits;
+  // Host-signaled values among the last enqueue_wait's events: a host-to-device transfer
+  // enqueued next runs once they complete (its source is a cpu task's output).
+  std::vector<std::shared_ptr<GpuEvent>> host_waits;
+  // Deferred transfers not known to be done yet (finish() waits for them).
+  std::vector<std::shared_ptr<GpuEvent>> deferred;
 
   explicit LaneState(std::shared_ptr<Context> c) : ctx(std::move(c)) {
     VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
@@ -362,6 +368,13 @@ class VulkanQueue : public Queue {
         vkCmdCopyBuffer(cb, s->handle(), d->handle(), 1, &region);
       });
     }
+    std::vector<std::shared_ptr<GpuEvent>> after;
+    {
+      std::lock_guard<std::mutex> lock(lane_->mu);
+      after.swap(lane_->host_waits);
+    }
+    if (d && d->context() == ctx_.get() && src.host_ptr() && !after.empty())
+      return deferred_upload(src, dst, bytes, after);
     // Host or another device on either side: a blocking host transfer (the executor has waited
     // for the source's producer already).
     if (dst.host_ptr()) {
@@ -419,9 +432,17 @@ class VulkanQueue : public Queue {
 
   void finish() override {
     uint64_t target;
+    std::vector<std::shared_ptr<GpuEvent>> deferred;
     {
       std::lock_guard<std::mutex> lock(lane_->mu);
       target = lane_->value;
+      deferred.swap(lane_->deferred);
+    }
+    for (const auto& e : deferred) {
+      try {
+        e->wait();
+      } catch (...) {  // a failed transfer's error reached the executor through its event
+      }
     }
     VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
     wi.semaphoreCount = 1;
@@ -432,23 +453,52 @@ class VulkanQueue : public Queue {
 
   bool runs_inline() const override { return false; }
 
+  // Device-side waits need host writes into device buffers to be plain stores: a staged
+  // device (memory the host cannot map) transfers through this same queue, which would then
+  // sit behind a submission waiting for the transfer.
+  bool waits_on_device() const override { return !ctx_->staged(); }
+  std::shared_ptr<Signal> create_signal() override {
+    if (ctx_->staged()) return nullptr;
+    return std::make_shared<vulkan::HostSignal>(ctx_);
+  }
+
   // All or nothing: every event must be a timeline value of this device, else the caller
   // orders the work on the host.
   bool enqueue_wait(const std::vector<EventPtr>& events) override {
-    std::vector<GpuEvent*> ours;
+    std::vector<std::shared_ptr<GpuEvent>> ours;
     for (const EventPtr& ev : events) {
-      auto* g = dynamic_cast<GpuEvent*>(ev.get());
+      auto g = std::dynamic_pointer_cast<GpuEvent>(ev);
       if (!g || g->context() != ctx_.get() || !g->semaphore()) return false;
-      ours.push_back(g);
+      ours.push_back(std::move(g));
     }
     std::lock_guard<std::mutex> lock(lane_->mu);
-    for (GpuEvent* g : ours)
+    lane_->host_waits.clear();
+    for (const auto& g : ours) {
       if (g->semaphore() != lane_->timeline)  // this lane's own work is in order already
         lane_->waits.push_back({g->semaphore(), g->value(), g->keep()});
+      if (g->host_signaled()) lane_->host_waits.push_back(g);
+    }
     return true;
   }
 
  private:
+  // A host-to-device transfer whose source a cpu task is still producing: it runs on the host
+  // once `after` completes (the executor keeps both buffers until the call ends), and the
+  // lane's next submission waits for it on the device.
+  EventPtr deferred_upload(Buffer& src, Buffer& dst, size_t bytes,
+                           const std::vector<std::shared_ptr<GpuEvent>>& after) {
+    Buffer* from = &src;
+    Buffer* to = &dst;
+    auto done = vulkan::run_after(ctx_, after,
+                                  [from, to, bytes] { to->write(from->host_ptr(), 0, bytes); });
+    std::shared_ptr<GpuEvent> ev = done->gpu_event();
+    std::lock_guard<std::mutex> lock(lane_->mu);
+    std::erase_if(lane_->deferred, [](const auto& e) { return e->completed(); });
+    lane_->deferred.push_back(ev);
+    lane_->waits.push_back({ev->semaphore(), ev->value(), ev->keep()});
+    return ev;
+  }
+
   // Per-launch objects, released on the completion thread once the GPU is done with them.
   struct LaunchResources {
     std::shared_ptr<LaneState> lane;
@@ -682,6 +732,7 @@ class VulkanQueue : public Queue {
       lane->value = signal;
       for (LaneState::Wait& w : lane->waits) res->waited.push_back(std::move(w.keep));
       lane->waits.clear();
+      lane->host_waits.clear();
     } catch (...) {
       vkFreeCommandBuffers(ctx_->device(), lane->pool, 1, &cb);
       throw;
