@@ -61,8 +61,10 @@ bool replays_for_any_rank(const std::vector<Array>& outputs, const std::vector<A
 }
 
 std::shared_ptr<ShapePlan> lower_entry(const std::vector<Array>& outputs,
-                                       const std::vector<Array>& placeholders, bool shapeless) {
+                                       const std::vector<Array>& placeholders, bool shapeless,
+                                       size_t state_inputs) {
   LowerOptions lo;
+  lo.state_inputs = state_inputs;
   lo.eager = false;
   lo.fuse = true;
   lo.runtime_dims = shapeless;
@@ -132,9 +134,11 @@ std::shared_ptr<Entry> CompiledFunction::Impl::trace(const std::vector<Array>& a
   e->outputs = simplify(outputs, stop, nullptr, options.shapeless);
   e->placeholders = stop;
   e->num_user_outputs = num_user;
+  e->num_state_inputs = ph_state.size();
   e->state_output_sizes = state_sizes;
   // Without shapeless the signature fixes every shape: lower now, once, before publishing.
-  if (!options.shapeless) e->single = lower_entry(e->outputs, e->placeholders, false);
+  if (!options.shapeless)
+    e->single = lower_entry(e->outputs, e->placeholders, false, e->num_state_inputs);
   e->any_rank = options.shapeless && replays_for_any_rank(e->outputs, e->placeholders);
   return e;
 }
@@ -156,20 +160,20 @@ std::shared_ptr<ShapePlan> CompiledFunction::Impl::lowered_for(
   for (size_t i = 0; i < all.size(); ++i)
     traced_shapes = traced_shapes && all[i].shape() == e.placeholders[i].shape();
   if (traced_shapes) {
-    l = lower_entry(e.outputs, e.placeholders, options.shapeless);
+    l = lower_entry(e.outputs, e.placeholders, options.shapeless, e.num_state_inputs);
   } else {
     std::vector<Shape> shapes;
     for (const Array& a : all) shapes.push_back(a.shape());
     std::vector<Array> ph;
     std::vector<Array> outs = replay_shapes(e.outputs, e.placeholders, shapes, ph);
-    l = lower_entry(outs, ph, true);
+    l = lower_entry(outs, ph, true, e.num_state_inputs);
   }
   e.lowered.emplace(std::move(key), l);
   return l;
 }
 
-std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e,
-                            const std::vector<Array>& inputs) {
+std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e, std::vector<Array> inputs,
+                            const BeforeSubmit& before_submit) {
   std::vector<Array> unevaluated;
   for (const Array& a : inputs)
     if (!a.node()->ready.load(std::memory_order_acquire)) unevaluated.push_back(a);
@@ -205,6 +209,8 @@ std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e,
     }
     publish_results(fresh, mine);
   };
+  if (before_submit) before_submit(outs);
+  inputs.clear();  // the executor's buffers are now all this call holds of them
   std::shared_ptr<Pending> work = execute_async(plan, e, std::move(buffers), std::move(publish));
   if (work) attach_pending(fresh, work);
   return outs;
@@ -213,18 +219,22 @@ std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e,
 std::vector<Array> CompiledFunction::Impl::run(const Entry& entry,
                                                const std::shared_ptr<const ShapePlan>& e,
                                                const std::vector<Array>& args,
-                                               const std::vector<Array>& state) const {
+                                               std::vector<Array> state) const {
   std::vector<Array> inputs = args;
-  inputs.insert(inputs.end(), state.begin(), state.end());
-  std::vector<Array> outs = run_plan(e, inputs);
-  // Write the captured outputs back, then hand the user outputs to the caller.
-  // Each container gets exactly what the trace wrote into it, whatever its size is now.
-  auto at = outs.begin() + static_cast<long>(entry.num_user_outputs);
-  for (size_t i = 0; i < options.outputs.size(); ++i) {
-    auto n = static_cast<long>(entry.state_output_sizes[i]);
-    options.outputs[i]->assign(at, at + n);
-    at += n;
-  }
+  inputs.insert(inputs.end(), std::make_move_iterator(state.begin()),
+                std::make_move_iterator(state.end()));
+  state.clear();
+  // Write the captured outputs back before the plan is submitted, then hand the user outputs to
+  // the caller. Each container gets exactly what the trace wrote into it, whatever its size is.
+  auto write_back = [&](const std::vector<Array>& outs) {
+    auto at = outs.begin() + static_cast<long>(entry.num_user_outputs);
+    for (size_t i = 0; i < options.outputs.size(); ++i) {
+      auto n = static_cast<long>(entry.state_output_sizes[i]);
+      options.outputs[i]->assign(at, at + n);
+      at += n;
+    }
+  };
+  std::vector<Array> outs = run_plan(e, std::move(inputs), write_back);
   outs.erase(outs.begin() + static_cast<long>(entry.num_user_outputs), outs.end());
   return outs;
 }
@@ -279,7 +289,7 @@ std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& args) 
   if (!compile_enabled() || is_tracing() || in_transform()) return im.fn(args);
   std::vector<Array> state = im.state_inputs();
   auto [entry, lowered] = im.prepare(args, state);
-  return im.run(*entry, lowered, args, state);
+  return im.run(*entry, lowered, args, std::move(state));
 }
 
 size_t CompiledFunction::cache_size() const {

@@ -47,6 +47,10 @@ using RunDone = std::function<void(RunResult)>;
 std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const void> keep,
                                        std::vector<std::shared_ptr<Buffer>> inputs, RunDone done);
 
+// Bytes of input buffers that outputs were written into (Plan::donations()) since the process
+// started. An input is donated only when the call's `inputs` hold its only reference.
+size_t donated_bytes();
+
 // Resolves `plan`'s lanes against the calling thread's current stream and compiles every kernel
 // for its lane's device, as the first execute() from here would; a later call starts at once.
 // Kernels that fail to build are not an error here: they fail their tasks when the plan runs.
