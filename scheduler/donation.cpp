@@ -49,6 +49,13 @@ bool reads_only_at(const Task& w, int via, const IndexMap& map) {
   return true;
 }
 
+// The kernel buffer of task `w` that reads (output false) or writes `slot`.
+size_t buffer_of(const Task& w, int slot, bool output) {
+  size_t b = 0;
+  while (!(w.slots[b] == slot && w.kernel->buffers[b].output == output)) ++b;
+  return b;
+}
+
 // The kernel buffer of task `w` that writes `slot`.
 size_t output_buffer(const Task& w, int slot) {
   size_t o = 0;
@@ -120,11 +127,29 @@ void Plan::plan_donations(int first, int end) {
     input_taken[d.input] = output_taken[d.output] = true;
     donations_.push_back(d);
   }
+  mark_in_place();
   if (added) {  // new edges: order, successors and storage sharing follow them
     std::vector<Donation> chosen = std::move(donations_);
     finalize();
     donations_ = std::move(chosen);
   }
+}
+
+// Each donating kernel becomes a copy that names its pairs (Kernel::in_place), so a backend
+// can compile the walk through one pointer; a new structure, so binaries are not shared.
+void Plan::mark_in_place() {
+  std::vector<std::shared_ptr<Kernel>> marked(tasks_.size());
+  for (const Donation& d : donations_) {
+    Task& w = tasks_[d.task];
+    if (!marked[d.task]) marked[d.task] = std::make_shared<Kernel>(*w.kernel);
+    marked[d.task]->in_place.emplace_back(static_cast<int>(buffer_of(w, d.via, false)),
+                                          static_cast<int>(buffer_of(w, d.output, true)));
+  }
+  for (size_t t = 0; t < tasks_.size(); ++t)
+    if (marked[t]) {
+      tasks_[t].kernel = std::move(marked[t]);
+      tasks_[t].binaries = nullptr;
+    }
 }
 
 }  // namespace kiln

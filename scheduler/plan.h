@@ -152,6 +152,7 @@ class Plan {
   std::vector<size_t> storage_bytes_;
   std::vector<Donation> donations_;
   void assign_storage();
+  void mark_in_place();
   std::unique_ptr<PlanRuntime> runtime_;  // executor-owned; mutable through const Plans
 };
 
