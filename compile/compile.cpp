@@ -173,7 +173,7 @@ std::shared_ptr<ShapePlan> CompiledFunction::Impl::lowered_for(
 }
 
 std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e, std::vector<Array> inputs,
-                            const BeforeSubmit& before_submit) {
+                            const BeforeSubmit& before_submit, const OnSubmitFailure& on_failure) {
   std::vector<Array> unevaluated;
   for (const Array& a : inputs)
     if (!a.node()->ready.load(std::memory_order_acquire)) unevaluated.push_back(a);
@@ -211,7 +211,16 @@ std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e, std::vect
   };
   if (before_submit) before_submit(outs);
   inputs.clear();  // the executor's buffers are now all this call holds of them
-  std::shared_ptr<Pending> work = execute_async(plan, e, std::move(buffers), std::move(publish));
+  std::shared_ptr<Pending> work;
+  try {
+    work = execute_async(plan, e, std::move(buffers), publish);
+  } catch (...) {  // nothing ran: whoever holds an output reads the error, never waits forever
+    std::exception_ptr error = std::current_exception();
+    publish(RunResult{std::vector<std::shared_ptr<Buffer>>(plan.outputs.size()),
+                      std::vector<std::exception_ptr>(plan.outputs.size(), error)});
+    if (on_failure) on_failure(buffers);
+    throw;
+  }
   if (work) attach_pending(fresh, work);
   return outs;
 }
@@ -220,6 +229,17 @@ std::vector<Array> CompiledFunction::Impl::run(const Entry& entry,
                                                const std::shared_ptr<const ShapePlan>& e,
                                                const std::vector<Array>& args,
                                                std::vector<Array> state) const {
+  // What it takes to rebuild the old state from its buffers, should the submission fail after
+  // the write-back below (the arrays themselves are let go, so the plan may donate them).
+  struct Old {
+    Shape shape;
+    Dtype dtype;
+    ResolvedStream stream;
+  };
+  std::vector<Old> old;
+  for (const Array& a : state) old.push_back({a.shape(), a.dtype(), a.node()->stream});
+  std::vector<size_t> sizes;  // of the input containers, now
+  for (auto* v : options.inputs) sizes.push_back(v->size());
   std::vector<Array> inputs = args;
   inputs.insert(inputs.end(), std::make_move_iterator(state.begin()),
                 std::make_move_iterator(state.end()));
@@ -234,7 +254,20 @@ std::vector<Array> CompiledFunction::Impl::run(const Entry& entry,
       at += n;
     }
   };
-  std::vector<Array> outs = run_plan(e, std::move(inputs), write_back);
+  // Nothing ran: each input container gets its old values back (an output container that is
+  // not also an input keeps the failed outputs, which raise the error when read).
+  auto restore = [&](const std::vector<std::shared_ptr<Buffer>>& buffers) {
+    if (buffers.size() < args.size() + old.size()) return;  // the executor kept them
+    size_t k = 0;
+    for (size_t c = 0; c < options.inputs.size(); ++c) {
+      std::vector<Array> back;
+      for (size_t j = 0; j < sizes[c]; ++j, ++k)
+        back.push_back(
+            make_array(old[k].shape, old[k].dtype, buffers[args.size() + k], old[k].stream));
+      *options.inputs[c] = std::move(back);
+    }
+  };
+  std::vector<Array> outs = run_plan(e, std::move(inputs), write_back, restore);
   outs.erase(outs.begin() + static_cast<long>(entry.num_user_outputs), outs.end());
   return outs;
 }

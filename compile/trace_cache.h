@@ -60,9 +60,13 @@ struct Entry {
 // waited for first. `before_submit` sees the outputs before the plan is submitted (compile
 // writes captured state back there): with the old state arrays gone and `inputs` dropped, the
 // executor may write outputs into buffers nobody else holds (buffer donation).
+// Should the submission fail (nothing ran), `on_failure` gets the input buffers back, the
+// outputs carry the error, and the error propagates.
 using BeforeSubmit = std::function<void(const std::vector<Array>& outputs)>;
+using OnSubmitFailure = std::function<void(const std::vector<std::shared_ptr<Buffer>>& inputs)>;
 std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e, std::vector<Array> inputs,
-                            const BeforeSubmit& before_submit = {});
+                            const BeforeSubmit& before_submit = {},
+                            const OnSubmitFailure& on_failure = {});
 
 struct CompiledFunction::Impl {
   Fn fn;

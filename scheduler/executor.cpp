@@ -830,7 +830,8 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
 }
 
 std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const void> keep,
-                                       std::vector<std::shared_ptr<Buffer>> inputs, RunDone done) {
+                                       std::vector<std::shared_ptr<Buffer>>&& inputs,
+                                       RunDone done) {
   Call c = resolve_call(plan, inputs);
   const Binding& b = *c.binding;
   bool on_worker = b.all_inline && b.distinct.size() == 1;

@@ -4,6 +4,7 @@
 #include "compile/aot.h"
 #include "graph/array_node.h"
 #include "scheduler/executor.h"
+#include "test_backends.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -190,4 +191,52 @@ TEST(Donation, AdamTrainingStepDonatesParametersAndState) {
   // reduction that makes its gradient (no donation into reductions): at least 99% of them.
   EXPECT_GE(donated_bytes() - donated, 3 * params * 99 / 100);
   EXPECT_LE(donated_bytes() - donated, 3 * params + 64);
+}
+
+namespace {
+// A device whose memory is full: allocations past 1 KiB fail. Its queues are asynchronous, so a
+// plan on it binds its buffers when it is submitted and raises there, before anything runs.
+class FullBackend : public test::MirrorBackend {
+ public:
+  FullBackend() : MirrorBackend("full", true) {}
+  std::shared_ptr<Buffer> allocate(int device, size_t bytes) override {
+    if (bytes > 1024) throw_error("full: out of device memory for ", bytes, " bytes (test double)");
+    return MirrorBackend::allocate(device, bytes);
+  }
+};
+}  // namespace
+
+// The state is written back before the plan is submitted (so the plan can donate it). When the
+// submission fails, nothing ran: the caller gets the error, the state containers get their old
+// values back, and the function keeps working (and donating) on a device that can run it.
+// (A failure inside asynchronous work, on a cpu stream's worker, reaches the outputs instead:
+// the new state then holds the error, as a failed step's outputs do in MLX.)
+TEST(Donation, FailedSubmissionGivesTheOldStateBack) {
+  static const bool registered = [] {
+    register_backend(std::make_shared<FullBackend>());
+    return true;
+  }();
+  (void)registered;
+  Step step(axpy);
+  std::vector<float> before = step.w[0].to_vector<float>();
+  {
+    StreamScope scope(new_stream(device("full")));
+    EXPECT_THROW(step(array(1.0f)), Error);
+  }
+  ASSERT_EQ(step.w.size(), 1u);
+  EXPECT_EQ(step.w[0].to_vector<float>(), before);
+  step(array(1.0f)).item<float>();
+  size_t donated = donated_bytes();
+  float s = step(array(1.0f)).item<float>();
+  EXPECT_EQ(donated_bytes() - donated, kN * 4u);
+  std::vector<float> w = step.w[0].to_vector<float>();
+  double want = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    float v = before[i];
+    for (int k = 0; k < 2; ++k) v = v * 0.5f + 1.0f;
+    EXPECT_EQ(w[i], v) << i;
+    want += v;
+    if (w[i] != v) break;
+  }
+  EXPECT_NEAR(s, want, 1e-3 * want);
 }
