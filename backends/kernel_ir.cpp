@@ -129,6 +129,11 @@ uint64_t Kernel::hash() const {
     h.pod(s.buffer);
     h.pod(s.value);
   }
+  h.pod(in_place.size());
+  for (const auto& [in, out] : in_place) {
+    h.pod(in);
+    h.pod(out);
+  }
   return h.h;
 }
 
@@ -136,6 +141,13 @@ void Kernel::validate() const {
   auto fail = [&](const std::string& why) {
     throw_error("invalid kernel ", name, ": ", why, "\n", str());
   };
+  for (const auto& [in, out] : in_place) {
+    int nb = static_cast<int>(buffers.size());
+    if (reduce || in < 0 || out < 0 || in >= nb || out >= nb || buffers[in].output ||
+        !buffers[out].output || !(buffers[in].map == buffers[out].map) ||
+        !(buffers[in].dtype == buffers[out].dtype))
+      fail("an in-place pair is not an element-wise (input, output) of one map and dtype");
+  }
   int n = ndim();
   for (const KernelBuffer& b : buffers)
     if (static_cast<int>(b.map.strides.size()) != n)
@@ -338,6 +350,7 @@ std::string Kernel::str() const {
     os << "\n";
   }
   for (const Store& s : stores) os << "  store b" << s.buffer << " <- v" << s.value << "\n";
+  for (const auto& [in, out] : in_place) os << "  in place b" << out << " = b" << in << "\n";
   return os.str();
 }
 

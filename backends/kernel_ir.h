@@ -117,6 +117,11 @@ struct Kernel {
   std::vector<Value> body;
   std::optional<Reduction> reduce;
   std::vector<Store> stores;
+  // (input, output) buffer pairs a launch may bind to one buffer (a donated input, element-wise
+  // kernels only, equal maps and dtypes). Part of the structure: the cpu backend compiles a
+  // walk that reads and writes such a pair through one pointer, taken when the launch binds
+  // them to the same memory (its vectoriser's alias checks would fail on equal pointers).
+  std::vector<std::pair<int, int>> in_place;
 
   uint64_t hash() const;
   // Throws kiln::Error describing the first broken invariant (a bug in whoever built it).

@@ -234,7 +234,7 @@ std::vector<Array> Executable::operator()(const std::vector<Array>& args) const 
     all.insert(all.end(), state.begin(), state.end());
     plan = s.impl->lowered_for(*s.entry, all);
   }
-  return s.impl->run(*s.entry, plan, args, state);
+  return s.impl->run(*s.entry, plan, args, std::move(state));
 }
 
 std::string Executable::as_text() const { return lowered_text(*s_); }
@@ -270,37 +270,59 @@ Executable Executable::from_artifact(std::string_view text, const DeviceMap& rem
   return e;
 }
 
+namespace {
+
+// Whether `slot` is a copy of a plan input (the executor aliases it where the device allows).
+bool copies_an_argument(const Plan& plan, int slot) {
+  auto producers = plan.producers(slot);
+  if (producers.size() != 1) return false;
+  const Task& t = plan.tasks()[producers[0]];
+  return t.kind == TaskKind::Copy && plan.slots()[t.slots[0]].kind == SlotKind::Input;
+}
+
+}  // namespace
+
 MemoryAnalysis Executable::memory_analysis() const {
   const Plan& plan = s_->plan->plan;
   MemoryAnalysis m;
-  std::vector<bool> group_seen(plan.storage_groups(), false);
+  std::vector<bool> group_seen(plan.storage_groups(), false), donated(plan.slots().size(), false);
+  for (const Donation& d : plan.donations()) donated[d.output] = true;
   for (size_t i = 0; i < plan.slots().size(); ++i) {
     const Slot& slot = plan.slots()[i];
     std::string dev = slot.lane >= 0 ? lane_label(plan.lanes()[slot.lane]) : "host arguments";
     MemoryAnalysis::Device& d = m.devices[dev];
+    int g = plan.storage(static_cast<int>(i));
     if (slot.kind == SlotKind::Input) {
       d.argument_bytes += slot.bytes();
     } else if (slot.kind == SlotKind::Output) {
-      d.output_bytes += slot.bytes();
-    } else {
-      int g = plan.storage(static_cast<int>(i));
-      if (g < 0) {
-        d.temp_bytes += slot.bytes();
-      } else if (!group_seen[g]) {
-        group_seen[g] = true;
-        d.temp_bytes += plan.storage_bytes(g);
-      }
+      (donated[i] ? d.donated_bytes : d.output_bytes) += slot.bytes();
+    } else if (copies_an_argument(plan, static_cast<int>(i))) {
+      d.argument_copy_bytes += slot.bytes();
+    } else if (g < 0) {
+      d.temp_bytes += slot.bytes();
+    } else if (!group_seen[g]) {
+      group_seen[g] = true;
+      d.temp_bytes += plan.storage_bytes(g);
     }
   }
   return m;
+}
+
+size_t MemoryAnalysis::peak_bytes() const {
+  size_t n = 0;
+  for (const auto& [name, d] : devices) n += d.argument_bytes + d.output_bytes + d.temp_bytes;
+  return n;
 }
 
 std::string MemoryAnalysis::str() const {
   std::ostringstream os;
   for (const auto& [name, d] : devices)
     os << name << ": arguments " << bytes_str(double(d.argument_bytes)) << ", outputs "
-       << bytes_str(double(d.output_bytes)) << ", temporaries " << bytes_str(double(d.temp_bytes))
+       << bytes_str(double(d.output_bytes)) << " (+ " << bytes_str(double(d.donated_bytes))
+       << " in donated arguments), argument copies " << bytes_str(double(d.argument_copy_bytes))
+       << " (aliases on the argument's device), temporaries " << bytes_str(double(d.temp_bytes))
        << "\n";
+  os << "peak " << bytes_str(double(peak_bytes())) << "\n";
   return os.str();
 }
 

@@ -31,13 +31,25 @@ struct CostAnalysis {
   std::string str() const;
 };
 
+// What one call holds while it runs: every buffer of a plan is bound before its first task,
+// so the call's peak is the sum of these fields (over devices), argument copies counted only
+// where they do not alias.
 struct MemoryAnalysis {
   struct Device {
-    size_t argument_bytes = 0;  // call inputs and captured constants
-    size_t output_bytes = 0;
-    size_t temp_bytes = 0;  // temporaries at their peak (storage shared by disjoint lifetimes)
+    size_t argument_bytes = 0;  // call inputs, captured state and captured constants
+    size_t output_bytes = 0;    // outputs in memory of their own
+    // Outputs written into a captured state input's memory (buffer donation): no new memory
+    // when the caller holds no other reference to that input, as in a training loop.
+    size_t donated_bytes = 0;
+    // Copies of arguments onto a lane: the executor makes them aliases of the argument (no
+    // memory) when the lane's device can read it (a cpu array on a cpu lane), else real copies.
+    size_t argument_copy_bytes = 0;
+    size_t temp_bytes = 0;  // other temporaries (storage shared by disjoint lifetimes)
   };
   std::map<std::string, Device> devices;
+  // The call's peak when the argument copies alias and the donations happen: arguments,
+  // outputs of their own and temporaries, summed over devices.
+  size_t peak_bytes() const;
   std::string str() const;
 };
 

@@ -61,8 +61,10 @@ bool replays_for_any_rank(const std::vector<Array>& outputs, const std::vector<A
 }
 
 std::shared_ptr<ShapePlan> lower_entry(const std::vector<Array>& outputs,
-                                       const std::vector<Array>& placeholders, bool shapeless) {
+                                       const std::vector<Array>& placeholders, bool shapeless,
+                                       size_t state_inputs) {
   LowerOptions lo;
+  lo.state_inputs = state_inputs;
   lo.eager = false;
   lo.fuse = true;
   lo.runtime_dims = shapeless;
@@ -132,9 +134,11 @@ std::shared_ptr<Entry> CompiledFunction::Impl::trace(const std::vector<Array>& a
   e->outputs = simplify(outputs, stop, nullptr, options.shapeless);
   e->placeholders = stop;
   e->num_user_outputs = num_user;
+  e->num_state_inputs = ph_state.size();
   e->state_output_sizes = state_sizes;
   // Without shapeless the signature fixes every shape: lower now, once, before publishing.
-  if (!options.shapeless) e->single = lower_entry(e->outputs, e->placeholders, false);
+  if (!options.shapeless)
+    e->single = lower_entry(e->outputs, e->placeholders, false, e->num_state_inputs);
   e->any_rank = options.shapeless && replays_for_any_rank(e->outputs, e->placeholders);
   return e;
 }
@@ -156,20 +160,20 @@ std::shared_ptr<ShapePlan> CompiledFunction::Impl::lowered_for(
   for (size_t i = 0; i < all.size(); ++i)
     traced_shapes = traced_shapes && all[i].shape() == e.placeholders[i].shape();
   if (traced_shapes) {
-    l = lower_entry(e.outputs, e.placeholders, options.shapeless);
+    l = lower_entry(e.outputs, e.placeholders, options.shapeless, e.num_state_inputs);
   } else {
     std::vector<Shape> shapes;
     for (const Array& a : all) shapes.push_back(a.shape());
     std::vector<Array> ph;
     std::vector<Array> outs = replay_shapes(e.outputs, e.placeholders, shapes, ph);
-    l = lower_entry(outs, ph, true);
+    l = lower_entry(outs, ph, true, e.num_state_inputs);
   }
   e.lowered.emplace(std::move(key), l);
   return l;
 }
 
-std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e,
-                            const std::vector<Array>& inputs) {
+std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e, std::vector<Array> inputs,
+                            const BeforeSubmit& before_submit, const OnSubmitFailure& on_failure) {
   std::vector<Array> unevaluated;
   for (const Array& a : inputs)
     if (!a.node()->ready.load(std::memory_order_acquire)) unevaluated.push_back(a);
@@ -205,7 +209,18 @@ std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e,
     }
     publish_results(fresh, mine);
   };
-  std::shared_ptr<Pending> work = execute_async(plan, e, std::move(buffers), std::move(publish));
+  if (before_submit) before_submit(outs);
+  inputs.clear();  // the executor's buffers are now all this call holds of them
+  std::shared_ptr<Pending> work;
+  try {
+    work = execute_async(plan, e, std::move(buffers), publish);
+  } catch (...) {  // nothing ran: whoever holds an output reads the error, never waits forever
+    std::exception_ptr error = std::current_exception();
+    publish(RunResult{std::vector<std::shared_ptr<Buffer>>(plan.outputs.size()),
+                      std::vector<std::exception_ptr>(plan.outputs.size(), error)});
+    if (on_failure) on_failure(buffers);
+    throw;
+  }
   if (work) attach_pending(fresh, work);
   return outs;
 }
@@ -213,18 +228,46 @@ std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e,
 std::vector<Array> CompiledFunction::Impl::run(const Entry& entry,
                                                const std::shared_ptr<const ShapePlan>& e,
                                                const std::vector<Array>& args,
-                                               const std::vector<Array>& state) const {
+                                               std::vector<Array> state) const {
+  // What it takes to rebuild the old state from its buffers, should the submission fail after
+  // the write-back below (the arrays themselves are let go, so the plan may donate them).
+  struct Old {
+    Shape shape;
+    Dtype dtype;
+    ResolvedStream stream;
+  };
+  std::vector<Old> old;
+  for (const Array& a : state) old.push_back({a.shape(), a.dtype(), a.node()->stream});
+  std::vector<size_t> sizes;  // of the input containers, now
+  for (auto* v : options.inputs) sizes.push_back(v->size());
   std::vector<Array> inputs = args;
-  inputs.insert(inputs.end(), state.begin(), state.end());
-  std::vector<Array> outs = run_plan(e, inputs);
-  // Write the captured outputs back, then hand the user outputs to the caller.
-  // Each container gets exactly what the trace wrote into it, whatever its size is now.
-  auto at = outs.begin() + static_cast<long>(entry.num_user_outputs);
-  for (size_t i = 0; i < options.outputs.size(); ++i) {
-    auto n = static_cast<long>(entry.state_output_sizes[i]);
-    options.outputs[i]->assign(at, at + n);
-    at += n;
-  }
+  inputs.insert(inputs.end(), std::make_move_iterator(state.begin()),
+                std::make_move_iterator(state.end()));
+  state.clear();
+  // Write the captured outputs back before the plan is submitted, then hand the user outputs to
+  // the caller. Each container gets exactly what the trace wrote into it, whatever its size is.
+  auto write_back = [&](const std::vector<Array>& outs) {
+    auto at = outs.begin() + static_cast<long>(entry.num_user_outputs);
+    for (size_t i = 0; i < options.outputs.size(); ++i) {
+      auto n = static_cast<long>(entry.state_output_sizes[i]);
+      options.outputs[i]->assign(at, at + n);
+      at += n;
+    }
+  };
+  // Nothing ran: each input container gets its old values back (an output container that is
+  // not also an input keeps the failed outputs, which raise the error when read).
+  auto restore = [&](const std::vector<std::shared_ptr<Buffer>>& buffers) {
+    if (buffers.size() < args.size() + old.size()) return;  // the executor kept them
+    size_t k = 0;
+    for (size_t c = 0; c < options.inputs.size(); ++c) {
+      std::vector<Array> back;
+      for (size_t j = 0; j < sizes[c]; ++j, ++k)
+        back.push_back(
+            make_array(old[k].shape, old[k].dtype, buffers[args.size() + k], old[k].stream));
+      *options.inputs[c] = std::move(back);
+    }
+  };
+  std::vector<Array> outs = run_plan(e, std::move(inputs), write_back, restore);
   outs.erase(outs.begin() + static_cast<long>(entry.num_user_outputs), outs.end());
   return outs;
 }
@@ -279,7 +322,7 @@ std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& args) 
   if (!compile_enabled() || is_tracing() || in_transform()) return im.fn(args);
   std::vector<Array> state = im.state_inputs();
   auto [entry, lowered] = im.prepare(args, state);
-  return im.run(*entry, lowered, args, state);
+  return im.run(*entry, lowered, args, std::move(state));
 }
 
 size_t CompiledFunction::cache_size() const {

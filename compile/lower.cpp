@@ -57,6 +57,10 @@ class Lowering {
     for (FusedStep& step : steps) add_step(step);
     for (const Array& out : outputs) result_.plan.add_output(info_.at(out.node().get()).slot);
     result_.plan.finalize();
+    if (opts_.state_inputs > 0) {
+      int end = static_cast<int>(stop.size());
+      result_.plan.plan_donations(end - static_cast<int>(opts_.state_inputs), end);
+    }
     return std::move(result_);
   }
 

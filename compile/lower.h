@@ -19,6 +19,9 @@ struct LowerOptions {
   bool fuse = false;
   // Kernels take every extent, stride and offset at launch (shapeless compile).
   bool runtime_dims = false;
+  // The last `state_inputs` of `stop` are captured state (CompileOptions::inputs): outputs may
+  // be written into their buffers (Plan::donations()). Call arguments stay the caller's.
+  size_t state_inputs = 0;
   // The graph's nodes inputs-first, when the caller has them already (eval does): saves a walk.
   const std::vector<Array>* order = nullptr;
 };

@@ -3,6 +3,7 @@
 // their placements and results cannot differ. Internal to compile/.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,7 @@ struct Entry {
   std::vector<Array> outputs;       // simplified traced graph
   std::vector<Array> placeholders;  // call args, then captured `inputs` state
   size_t num_user_outputs = 0;
+  size_t num_state_inputs = 0;  // the last placeholders: captured state, which may be donated
   std::vector<size_t> state_output_sizes;  // per `outputs` container, as the trace left it
   std::mutex mu;
   std::map<std::vector<int64_t>, std::shared_ptr<ShapePlan>> lowered;  // by input shapes
@@ -55,9 +57,16 @@ struct Entry {
 // the captured constants after them; outputs live on the lanes that made them. Returns once
 // the plan is submitted (scheduler/executor.h execute_async): the outputs are in flight until
 // it completes, and eval, item() and to_vector() wait for them. Inputs still in flight are
-// waited for first.
-std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e,
-                            const std::vector<Array>& inputs);
+// waited for first. `before_submit` sees the outputs before the plan is submitted (compile
+// writes captured state back there): with the old state arrays gone and `inputs` dropped, the
+// executor may write outputs into buffers nobody else holds (buffer donation).
+// Should the submission fail (nothing ran), `on_failure` gets the input buffers back, the
+// outputs carry the error, and the error propagates.
+using BeforeSubmit = std::function<void(const std::vector<Array>& outputs)>;
+using OnSubmitFailure = std::function<void(const std::vector<std::shared_ptr<Buffer>>& inputs)>;
+std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e, std::vector<Array> inputs,
+                            const BeforeSubmit& before_submit = {},
+                            const OnSubmitFailure& on_failure = {});
 
 struct CompiledFunction::Impl {
   Fn fn;
@@ -77,8 +86,10 @@ struct CompiledFunction::Impl {
   std::shared_ptr<Entry> trace(const std::vector<Array>& args,
                                const std::vector<Array>& state) const;
   std::shared_ptr<ShapePlan> lowered_for(Entry& e, const std::vector<Array>& all) const;
+  // `state` is taken, not copied: the captured containers are the only other holders of the
+  // old state, and run() replaces them before submitting, so their buffers can be donated.
   std::vector<Array> run(const Entry& entry, const std::shared_ptr<const ShapePlan>& e,
-                         const std::vector<Array>& args, const std::vector<Array>& state) const;
+                         const std::vector<Array>& args, std::vector<Array> state) const;
   // The trace and lowering that serve `args` (and `state`): from the cache, or traced now.
   std::pair<std::shared_ptr<Entry>, std::shared_ptr<ShapePlan>> prepare(
       const std::vector<Array>& args, const std::vector<Array>& state) const;

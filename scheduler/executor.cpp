@@ -377,9 +377,36 @@ struct CallStateLease {
   }
 };
 
+std::atomic<size_t> g_donated_bytes{0};
+
+// Per plan input, whether the call may write into its buffer: the plan chose an output for it
+// and this call's `inputs` hold the only reference (the caller dropped its arrays: nobody else
+// can read the buffer again, so writing into it changes nothing anyone sees).
+std::vector<bool> donatable(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& inputs) {
+  std::vector<bool> d(inputs.size(), false);
+  for (const Donation& x : plan.donations())
+    d[x.input] = inputs[x.input] && inputs[x.input].use_count() == 1 &&
+                 inputs[x.input]->bytes() == plan.slots()[x.output].bytes();
+  return d;
+}
+
+// Binds the outputs task t writes into donated inputs' buffers, where the input reached the
+// kernel as its own memory (its copy became an alias), before bind_buffers allocates them.
+void bind_donations(const Plan& plan, CallState& st, int t, const std::vector<bool>& donate) {
+  for (const Donation& d : plan.donations()) {
+    if (d.task != t || !donate[d.input]) continue;
+    const auto& in = st.buffers[plan.inputs[d.input]];
+    if (st.buffers[d.via] != in || st.buffers[d.output]) continue;
+    st.buffers[d.output] = in;
+    g_donated_bytes.fetch_add(in->bytes(), std::memory_order_relaxed);
+  }
+}
+
 void bind_buffers(const Plan& plan, CallState& st,
                   const std::vector<std::shared_ptr<Buffer>>& inputs) {
   const auto& slots = plan.slots();
+  std::vector<bool> donate;  // decided before this call adds references of its own
+  if (!plan.donations().empty()) donate = donatable(plan, inputs);
   st.buffers.assign(slots.size(), nullptr);
   st.storage.assign(plan.storage_groups(), nullptr);
   st.aliased_copy.assign(plan.tasks().size(), false);
@@ -404,6 +431,7 @@ void bind_buffers(const Plan& plan, CallState& st,
         continue;
       }
     }
+    if (!donate.empty() && task.kind == TaskKind::Kernel) bind_donations(plan, st, t, donate);
     for (int sl : task.slots) {
       if (st.buffers[sl]) continue;
       const Slot& s = slots[sl];
@@ -595,10 +623,13 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
     Lane& lane = *call_.binding->distinct[0];
     worker_ = &lane.worker();
     auto self = shared_from_this();
-    ticket_ = worker_->submit([self, inputs = std::move(inputs)] {
+    ticket_ = worker_->submit([self, inputs = std::move(inputs)]() mutable {
       RunResult r;
       try {
-        r = run_call(self->plan_, self->call_, inputs, RunOptions{});
+        // The inputs go before the results are published: a later call that finds them ready
+        // must not see this job's references (they would stop it donating those buffers).
+        auto in = std::move(inputs);
+        r = run_call(self->plan_, self->call_, in, RunOptions{});
       } catch (...) {
         r = failed_result(self->plan_, std::current_exception());
       }
@@ -782,6 +813,8 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
 
 }  // namespace
 
+size_t donated_bytes() { return g_donated_bytes.load(std::memory_order_relaxed); }
+
 void prepare(const Plan& plan) {
   Stream caller = current_stream();
   std::vector<Lane*> lanes;
@@ -797,7 +830,8 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
 }
 
 std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const void> keep,
-                                       std::vector<std::shared_ptr<Buffer>> inputs, RunDone done) {
+                                       std::vector<std::shared_ptr<Buffer>>&& inputs,
+                                       RunDone done) {
   Call c = resolve_call(plan, inputs);
   const Binding& b = *c.binding;
   bool on_worker = b.all_inline && b.distinct.size() == 1;

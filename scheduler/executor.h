@@ -42,10 +42,15 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
 // completes the work, before the returned Pending counts as complete; `keep` keeps `plan` alive
 // until then. Plans over several lanes run now, on this thread, and return null after `done`.
 // Submissions to one stream keep their order with each other and with execute(). Raises
-// kiln::Error, without calling `done`, where execute() raises before running anything.
+// kiln::Error, without calling `done`, where execute() raises before running anything; `inputs`
+// is then left as it was (a caller may rebuild arrays from it).
 using RunDone = std::function<void(RunResult)>;
 std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const void> keep,
-                                       std::vector<std::shared_ptr<Buffer>> inputs, RunDone done);
+                                       std::vector<std::shared_ptr<Buffer>>&& inputs, RunDone done);
+
+// Bytes of input buffers that outputs were written into (Plan::donations()) since the process
+// started. An input is donated only when the call's `inputs` hold its only reference.
+size_t donated_bytes();
 
 // Resolves `plan`'s lanes against the calling thread's current stream and compiles every kernel
 // for its lane's device, as the first execute() from here would; a later call starts at once.

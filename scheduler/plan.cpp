@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "graph/error.h"
+#include "scheduler/ancestors.h"
 #include "scheduler/runtime.h"
 
 namespace kiln {
@@ -107,17 +108,9 @@ void Plan::finalize() {
   for (int t : order_)
     if (!tasks_[t].slots.empty()) slot_tasks_.push_back(t);
   std::vector<std::pair<int, int>> writes;  // (slot, task)
-  for (int t = 0; t < n; ++t) {
-    const Task& task = tasks_[t];
-    if (task.kind == TaskKind::Kernel) {
-      for (size_t b = 0; b < task.slots.size(); ++b)
-        if (task.kernel->buffers[b].output) writes.emplace_back(task.slots[b], t);
-    } else if (task.kind == TaskKind::Copy) {
-      writes.emplace_back(task.slots[1], t);
-    } else if (task.kind == TaskKind::Matmul) {
-      writes.emplace_back(task.slots[2], t);
-    }
-  }
+  for (int t = 0; t < n; ++t)
+    for (size_t b = 0; b < tasks_[t].slots.size(); ++b)
+      if (tasks_[t].writes(b)) writes.emplace_back(tasks_[t].slots[b], t);
   producers_ = IndexLists::from_pairs(slots_.size(), writes);
   assign_storage();
 }
@@ -130,7 +123,7 @@ void Plan::assign_storage() {
   int n = static_cast<int>(tasks_.size());
   storage_.assign(slots_.size(), -1);
   storage_bytes_.clear();
-  if (n == 0 || n > 4096) return;
+  if (n == 0 || n > Ancestors::kMaxTasks) return;
   bool any_temp = false;  // a single evaluation's plan often has none: nothing to share
   for (size_t s = 0; s < slots_.size() && !any_temp; ++s)
     any_temp = slots_[s].kind == SlotKind::Temp && !producers_[s].empty();
@@ -140,22 +133,13 @@ void Plan::assign_storage() {
   for (int t = 0; t < n; ++t) {
     const Task& task = tasks_[t];
     for (size_t b = 0; b < task.slots.size(); ++b) {
-      bool writes = (task.kind == TaskKind::Kernel && task.kernel->buffers[b].output) ||
-                    (task.kind == TaskKind::Copy && b == 1) ||
-                    (task.kind == TaskKind::Matmul && b == 2);
-      if (!writes) reads.emplace_back(task.slots[b], t);
+      if (!task.writes(b)) reads.emplace_back(task.slots[b], t);
       if (task.kind == TaskKind::Copy) eligible[task.slots[b]] = false;  // copies may alias
     }
   }
   IndexLists readers = IndexLists::from_pairs(slots_.size(), reads);
-  size_t words = (n + 63) / 64;
-  std::vector<uint64_t> anc(n * words, 0);  // row t: the ancestors of task t, one bit each
-  for (int t : order_)
-    for (int d : tasks_[t].deps) {
-      for (size_t w = 0; w < words; ++w) anc[t * words + w] |= anc[d * words + w];
-      anc[t * words + d / 64] |= uint64_t{1} << (d % 64);
-    }
-  auto before = [&](int a, int b) { return (anc[b * words + a / 64] >> (a % 64)) & 1; };
+  Ancestors anc(tasks_, order_);
+  auto before = [&](int a, int b) { return anc.before(a, b); };
   std::vector<int> pos(n);
   for (int i = 0; i < n; ++i) pos[order_[i]] = i;
   std::vector<int> temps;

@@ -63,6 +63,21 @@ struct Task {
   MatmulArgs matmul;                         // shape and offsets; buffers are bound per call
   std::function<void()> host;                // Host tasks (tests, benchmarks, user callbacks)
   std::vector<int> deps;                     // tasks that must complete first
+  // Whether slots[b] is written (a kernel's output, a copy's destination, a matmul's result).
+  bool writes(size_t b) const {
+    return (kind == TaskKind::Kernel && kernel->buffers[b].output) ||
+           (kind == TaskKind::Copy && b == 1) || (kind == TaskKind::Matmul && b == 2);
+  }
+};
+
+// An output written into the memory of an input (buffer donation, as JAX's donate_argnums and
+// MLX's in-place reuse): chosen at plan time where it is safe (scheduler/donation.h), done at
+// call time only when nothing outside the call can still see the input's buffer.
+struct Donation {
+  int input = -1;   // position in Plan::inputs
+  int via = -1;     // the slot `task` reads the input through: the input's, or a copy's of it
+  int output = -1;  // the slot that takes the input's buffer
+  int task = -1;    // the kernel writing `output`
 };
 
 // Lists of task or slot indices per task or slot, stored flat: two allocations per plan, not one
@@ -116,6 +131,11 @@ class Plan {
   int storage(int slot) const { return storage_.empty() ? -1 : storage_[slot]; }
   size_t storage_bytes(int group) const { return storage_bytes_[group]; }
   size_t storage_groups() const { return storage_bytes_.size(); }
+  // Outputs that may take over an input's buffer; empty until plan_donations() runs.
+  const std::vector<Donation>& donations() const { return donations_; }
+  // Chooses donations for the inputs [first, end) (compile: the captured state; call arguments
+  // and eager inputs are the user's arrays). After finalize() (scheduler/donation.cpp).
+  void plan_donations(int first, int end);
   std::string str() const;
 
  private:
@@ -130,7 +150,9 @@ class Plan {
   IndexLists producers_;
   std::vector<int> storage_;
   std::vector<size_t> storage_bytes_;
+  std::vector<Donation> donations_;
   void assign_storage();
+  void mark_in_place();
   std::unique_ptr<PlanRuntime> runtime_;  // executor-owned; mutable through const Plans
 };
 

@@ -1,5 +1,6 @@
 #include "backends/cpu/buffer_pool.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -16,6 +17,14 @@ struct BufferPool::State {
   std::multimap<size_t, void*> free;  // capacity -> block
   size_t max_cached;
   PoolStats stats;
+  // Live bytes are counted for every block, small ones too, without the lock: atomics.
+  std::atomic<size_t> live{0}, peak{0};
+  void add_live(size_t bytes) {
+    size_t now = live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    size_t p = peak.load(std::memory_order_relaxed);
+    while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+    }
+  }
 };
 
 namespace {
@@ -87,6 +96,7 @@ BufferPool::Block BufferPool::take(size_t bytes) {
       s_->free.erase(it);
       s_->stats.cached_bytes -= b.capacity;
       ++s_->stats.reused;
+      s_->add_live(b.capacity);
       return b;
     }
   }
@@ -94,10 +104,12 @@ BufferPool::Block BufferPool::take(size_t bytes) {
   if (!p) throw_error("cpu backend: out of host memory allocating ", bytes, " bytes");
   std::lock_guard<std::mutex> lock(s_->mu);
   ++s_->stats.fresh;
+  s_->add_live(cap);
   return Block{p, cap};
 }
 
 void BufferPool::give_back(Block b) {
+  s_->live.fetch_sub(b.capacity, std::memory_order_relaxed);
   if (b.capacity >= kPooledMin) {
     std::lock_guard<std::mutex> lock(s_->mu);
     if (s_->stats.cached_bytes + b.capacity <= s_->max_cached) {
@@ -116,8 +128,13 @@ std::shared_ptr<Buffer> BufferPool::allocate(size_t bytes, Device device) {
 
 PoolStats BufferPool::stats() const {
   std::lock_guard<std::mutex> lock(s_->mu);
-  return s_->stats;
+  PoolStats st = s_->stats;
+  st.live_bytes = s_->live.load(std::memory_order_relaxed);
+  st.peak_live_bytes = s_->peak.load(std::memory_order_relaxed);
+  return st;
 }
+
+void BufferPool::reset_peak() { s_->peak.store(s_->live.load()); }
 
 void BufferPool::trim() {
   std::lock_guard<std::mutex> lock(s_->mu);

@@ -13,9 +13,11 @@
 namespace kiln::cpu {
 
 struct PoolStats {
-  int64_t reused = 0;       // allocations served from a kept block
-  int64_t fresh = 0;        // allocations that went to the system allocator
-  size_t cached_bytes = 0;  // bytes of free blocks kept now
+  int64_t reused = 0;          // allocations served from a kept block
+  int64_t fresh = 0;           // allocations that went to the system allocator
+  size_t cached_bytes = 0;     // bytes of free blocks kept now
+  size_t live_bytes = 0;       // bytes of blocks handed out and not yet given back
+  size_t peak_live_bytes = 0;  // the most live_bytes has been since reset_peak()
 };
 
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
@@ -32,6 +34,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   std::shared_ptr<Buffer> allocate(size_t bytes, Device device);
   PoolStats stats() const;
   void trim();  // frees every kept block
+  // Starts a new peak of live bytes from what is live now (a benchmark measuring one step).
+  void reset_peak();
 
  private:
   friend class PooledBuffer;

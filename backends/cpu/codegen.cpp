@@ -35,10 +35,10 @@ class Codegen {
   std::unique_ptr<llvm::Module> run() {
     load_arguments();
     point_.assign(k_.ndim(), nullptr);
-    if (k_.kept_axes() == 0)
-      emit_single_point();
+    if (k_.in_place.empty())
+      emit_walk();
     else
-      emit_rows();
+      emit_versions();
     b_.CreateRetVoid();
     return std::move(mod_);
   }
@@ -197,6 +197,36 @@ class Codegen {
     emit_point();
     b_.CreateBr(exit);
     b_.SetInsertPoint(exit);
+  }
+
+  void emit_walk() {
+    if (k_.kept_axes() == 0)
+      emit_single_point();
+    else
+      emit_rows();
+  }
+
+  // Kernel::in_place: when the launch binds every pair to one buffer, a walk that reads and
+  // writes each pair through the input's pointer (equal loads and stores of one address, which
+  // the vectoriser takes without runtime checks); otherwise the ordinary walk.
+  void emit_versions() {
+    llvm::Value* same = b_.getTrue();
+    for (const auto& [in, out] : k_.in_place)
+      same = b_.CreateAnd(same, b_.CreateICmpEQ(buf_ptrs_[in], buf_ptrs_[out]));
+    auto* one = llvm::BasicBlock::Create(ctx_, "in_place", fn_);
+    auto* two = llvm::BasicBlock::Create(ctx_, "separate", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "walked", fn_);
+    b_.CreateCondBr(same, one, two);
+    b_.SetInsertPoint(one);
+    std::vector<llvm::Value*> own = buf_ptrs_;
+    for (const auto& [in, out] : k_.in_place) buf_ptrs_[out] = buf_ptrs_[in];
+    emit_walk();
+    b_.CreateBr(done);
+    buf_ptrs_ = own;
+    b_.SetInsertPoint(two);
+    emit_walk();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
   }
 
   // Walks [begin, end) of the flattened kept domain one row (a run of the innermost kept axis)
