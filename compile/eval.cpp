@@ -45,21 +45,33 @@ void rethrow_first_error(const std::vector<Array>& arrays) {
     if (a.node()->error) std::rethrow_exception(a.node()->error);
 }
 
+// Lowers what an evaluation runs: the pending nodes and the evaluated nodes they read
+// (`order`, inputs-first). Failed nodes are left out: nothing pending reads them, or it would
+// have failed too.
+LoweredGraph lower_pending(const std::vector<Array>& order, const std::vector<Array>& outputs) {
+  std::vector<Array> graph;
+  graph.reserve(order.size());
+  for (const Array& a : order)
+    if (!a.node()->error) graph.push_back(a);
+  LowerOptions lo;
+  lo.order = &graph;
+  return lower(outputs, {}, lo);
+}
+
+std::vector<std::shared_ptr<Buffer>> input_buffers(const LoweredGraph& lg) {
+  std::vector<std::shared_ptr<Buffer>> inputs;
+  for (const Array& in : lg.inputs) inputs.push_back(in.node()->data);
+  return inputs;
+}
+
 // async_eval's tail: lower the pending nodes (marked in flight, `lock` held) and submit them;
 // the completion publishes the outputs and releases the rest.
 void submit(std::unique_lock<std::mutex>& lock, const std::vector<Array>& order,
             const std::vector<Array>& pending, const std::vector<Array>& outputs) {
   lock.unlock();
   try {
-    std::vector<Array> graph;
-    graph.reserve(order.size());
-    for (const Array& a : order)
-      if (!a.node()->error) graph.push_back(a);
-    LowerOptions lo;
-    lo.order = &graph;
-    auto lg = std::make_shared<LoweredGraph>(lower(outputs, {}, lo));
-    std::vector<std::shared_ptr<Buffer>> inputs;
-    for (const Array& in : lg->inputs) inputs.push_back(in.node()->data);
+    auto lg = std::make_shared<LoweredGraph>(lower_pending(order, outputs));
+    std::vector<std::shared_ptr<Buffer>> inputs = input_buffers(*lg);
     lg->inputs.clear();
     const Plan& plan = lg->plan;
     bool keep = in_transform();
@@ -177,18 +189,8 @@ void evaluate(const std::vector<Array>& arrays, bool async) {
   {
     Finish finish{lock, pending, outputs};
     lock.unlock();
-    // The pending nodes and the evaluated nodes they read, inputs-first: the lowering's graph.
-    // (Failed nodes are left out: nothing pending reads them, or it would have failed too.)
-    std::vector<Array> graph;
-    graph.reserve(order.size());
-    for (const Array& a : order)
-      if (!a.node()->error) graph.push_back(a);
-    LowerOptions lo;
-    lo.order = &graph;
-    LoweredGraph lg = lower(outputs, {}, lo);
-    std::vector<std::shared_ptr<Buffer>> inputs;
-    for (const Array& in : lg.inputs) inputs.push_back(in.node()->data);
-    r = execute(lg.plan, inputs);
+    LoweredGraph lg = lower_pending(order, outputs);
+    r = execute(lg.plan, input_buffers(lg));
     finish.result = &r;
   }
   lock.unlock();

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "device_lanes.h"
 #include "kiln.h"
 #include "test_util.h"
 
@@ -248,80 +249,17 @@ TEST(OpenclStreams, AsyncEvalAndCompiledCallsOnTheDevice) {
   synchronize(s);
 }
 
-// A producer on one opencl lane and consumers on another: the consumer's queue waits for the
-// producer's event on the device (a barrier with a wait list), with no host round trip between.
-// Were the ordering lost, the consumer would read the previous iteration's (or uninitialised)
-// values of the producer's output, whose buffer the pool hands back at each call.
+// Lanes of one opencl device order through device events (a barrier with the producer's
+// event in its wait list), and cpu producers reach opencl work through signals (user events);
+// the scenarios are tests/device_lanes.h's.
 TEST(OpenclStreams, LanesOfOneDeviceOrderThroughDeviceEvents) {
   REQUIRE_OPENCL();
-  Device cl = device("opencl");
-  Stream s1 = new_stream(cl), s2 = new_stream(cl);
-  auto f = compile([&](const std::vector<Array>& in) {
-    Array a = tanh(in[0] * 1.5f, s1) + in[1];  // producer on s1 (long enough to be overtaken)
-    Array b = sum(a * a, -1, false, s2);       // consumers on s2
-    Array c = a * 2.0f + 1.0f;                 // (on the caller's stream: s2 below)
-    return std::vector<Array>{b, c};
-  });
-  const int n = 1 << 18;
-  Array x = array(iota(n, 1e-5f), {4, n / 4});
-  std::vector<Array> bs, cs;
-  StreamScope scope(s2);
-  for (int i = 0; i < 30; ++i) {
-    auto out = f({x, full({1}, static_cast<float>(i))});
-    bs.push_back(out[0]);
-    cs.push_back(out[1]);
-  }
-  std::vector<float> xs = iota(n, 1e-5f);
-  for (int i = 0; i < 30; i += 7) {
-    std::vector<float> c = cs[i].to_vector<float>(), b = bs[i].to_vector<float>();
-    for (int j = 0; j < n; j += 997) {
-      float a = std::tanh(xs[j] * 1.5f) + i;
-      EXPECT_NEAR(c[j], a * 2.0f + 1.0f, 1e-4f * (1 + std::fabs(a))) << "call " << i;
-    }
-    double want = 0;
-    for (int j = 0; j < n / 4; ++j) {
-      double a = std::tanh(xs[j] * 1.5f) + i;
-      want += a * a;
-    }
-    EXPECT_NEAR(b[0], want, 1e-4 * want) << "call " << i;
-  }
-  for (int i = 0; i < 30; ++i) bs[i].to_vector<float>();
+  test::two_lanes_of_one_device(device("opencl"));
 }
 
-// A cpu producer, an opencl consumer and a cpu consumer of that, in one compiled call: the
-// opencl work is enqueued at the call, waiting on the device for a signal (a user event) the
-// cpu task completes. Were that wait lost, the device would copy the cpu output before it is
-// written. A failing cpu task fails the device work after it with its own error.
 TEST(OpenclStreams, CpuProducersReachOpenclThroughSignals) {
   REQUIRE_OPENCL();
-  Device cl = device("opencl"), cpu = device("cpu");
-  Stream cs = new_stream(cpu), os = new_stream(cl);
-  auto f = compile([&](const std::vector<Array>& in) {
-    Array a = tanh(in[0] * 1.5f, cs) + in[1];        // cpu producer
-    Array b = add(exp(negative(a, os), os), a, os);  // opencl consumer
-    Array c = sum(b, -1, false, cs);                 // cpu consumer of the device result
-    return std::vector<Array>{b, c};
-  });
-  const int n = 1 << 16;
-  Array x = array(iota(n, 1e-4f), {4, n / 4});
-  std::vector<float> xs = iota(n, 1e-4f);
-  std::vector<std::vector<Array>> outs;
-  for (int i = 0; i < 20; ++i) outs.push_back(f({x, full({1}, static_cast<float>(i % 3))}));
-  for (int i = 0; i < 20; ++i) {
-    std::vector<float> b = outs[i][0].to_vector<float>(), c = outs[i][1].to_vector<float>();
-    double row = 0;
-    for (int j = 0; j < n; ++j) {
-      float a = std::tanh(xs[j] * 1.5f) + static_cast<float>(i % 3);
-      float want = std::exp(-a) + a;
-      if (j % 331 == 0) {
-        EXPECT_NEAR(b[j], want, 1e-5f * (1 + std::fabs(want))) << i << " " << j;
-      }
-      if (j < n / 4) row += b[j];
-    }
-    EXPECT_NEAR(c[0], row, 1e-4 * std::fabs(row)) << "call " << i;
-  }
-  EXPECT_EQ(outs[0][0].device(), cl);
-  EXPECT_EQ(outs[0][1].device(), cpu);
+  test::cpu_producer_feeds_device(device("opencl"));
 }
 
 TEST(OpenclStreams, ErrorsFailOnlyTheirDependents) {

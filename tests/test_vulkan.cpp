@@ -30,6 +30,7 @@
 #include "backends/vulkan/glsl_compiler.h"
 #include "backends/vulkan/vk_context.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "device_lanes.h"
 #include "kernel_diff.h"
 #include "kiln.h"
 #include "test_util.h"
@@ -581,76 +582,15 @@ TEST_F(Vulkan, HostToDeviceCopyWaitsForItsSignal) {
   }
 }
 
-// The executor's device path on vulkan: a cpu producer, a vulkan consumer and a cpu consumer
-// of that in one compiled call. The vulkan work is enqueued at the call, behind a host signal
-// the cpu task completes; lost, the device would read the cpu output before it is written.
+// The executor's device path on vulkan (tests/device_lanes.h): a cpu producer's output reaches
+// vulkan work through a host-signaled timeline semaphore (with the deferral of
+// HostToDeviceCopyWaitsForItsSignal off, this fails), and two vulkan lanes order on the device.
 TEST_F(Vulkan, CpuProducersReachVulkanThroughSignals) {
-  Device vk = device("vulkan"), cpu = device("cpu");
-  Stream cs = new_stream(cpu), vs = new_stream(vk);
-  auto f = compile([&](const std::vector<Array>& in) {
-    Array a = tanh(in[0] * 1.5f, cs) + in[1];        // cpu producer
-    Array b = add(exp(negative(a, vs), vs), a, vs);  // vulkan consumer
-    Array c = sum(b, -1, false, cs);                 // cpu consumer of the device result
-    return std::vector<Array>{b, c};
-  });
-  const int n = 1 << 16;
-  std::vector<float> xs(n);
-  for (int j = 0; j < n; ++j) xs[j] = static_cast<float>(j) * 1e-4f;
-  Array x = array(xs, {4, n / 4});
-  std::vector<std::vector<Array>> outs;
-  for (int i = 0; i < 20; ++i) outs.push_back(f({x, full({1}, static_cast<float>(i % 3))}));
-  for (int i = 0; i < 20; ++i) {
-    std::vector<float> b = outs[i][0].to_vector<float>(), c = outs[i][1].to_vector<float>();
-    double row = 0;
-    for (int j = 0; j < n; ++j) {
-      float a = std::tanh(xs[j] * 1.5f) + static_cast<float>(i % 3);
-      float want = std::exp(-a) + a;
-      if (j % 331 == 0) {
-        ASSERT_NEAR(b[j], want, 1e-5f * (1 + std::fabs(want))) << i << " " << j;
-      }
-      if (j < n / 4) row += b[j];
-    }
-    EXPECT_NEAR(c[0], row, 1e-4 * std::fabs(row)) << "call " << i;
-  }
-  EXPECT_EQ(outs[0][0].device(), vk);
-  EXPECT_EQ(outs[0][1].device(), cpu);
+  test::cpu_producer_feeds_device(device("vulkan"));
 }
 
-// Two vulkan streams in one compiled call: the consumer lane waits for the producer lane on
-// the device (timeline semaphores), thirty calls in flight at once.
 TEST_F(Vulkan, LanesOfOneDeviceOrderThroughDeviceEvents) {
-  Device vk = device("vulkan");
-  Stream s1 = new_stream(vk), s2 = new_stream(vk);
-  auto f = compile([&](const std::vector<Array>& in) {
-    Array a = tanh(in[0] * 1.5f, s1) + in[1];  // producer on s1
-    Array b = sum(a * a, -1, false, s2);       // consumers on s2
-    Array c = a * 2.0f + 1.0f;                 // (on the caller's stream: s2 below)
-    return std::vector<Array>{b, c};
-  });
-  const int n = 1 << 18;
-  std::vector<float> xs(n);
-  for (int j = 0; j < n; ++j) xs[j] = static_cast<float>(j) * 1e-5f;
-  Array x = array(xs, {4, n / 4});
-  std::vector<Array> bs, cs;
-  StreamScope scope(s2);
-  for (int i = 0; i < 30; ++i) {
-    auto out = f({x, full({1}, static_cast<float>(i))});
-    bs.push_back(out[0]);
-    cs.push_back(out[1]);
-  }
-  for (int i = 0; i < 30; i += 7) {
-    std::vector<float> c = cs[i].to_vector<float>(), b = bs[i].to_vector<float>();
-    for (int j = 0; j < n; j += 997) {
-      float a = std::tanh(xs[j] * 1.5f) + i;
-      ASSERT_NEAR(c[j], a * 2.0f + 1.0f, 1e-4f * (1 + std::fabs(a))) << "call " << i;
-    }
-    double want = 0;
-    for (int j = 0; j < n / 4; ++j) {
-      double a = std::tanh(xs[j] * 1.5f) + i;
-      want += a * a;
-    }
-    EXPECT_NEAR(b[0], want, 1e-4 * want) << "call " << i;
-  }
+  test::two_lanes_of_one_device(device("vulkan"));
 }
 
 TEST_F(Vulkan, MissingDeviceFeatureNamesIt) {
