@@ -92,9 +92,10 @@ TEST(OpsMore, IndexingSortingAndShapesMatchNumpy) {
   expect_values(triu(sq, 1), {0, 1, 2, 0, 0, 5, 0, 0, 0});
 }
 
-// Every op on the cpu backend (fused kernels) against the reference interpreter, on random
-// inputs with ties and negative and out-of-range indices.
-TEST(OpsMore, CpuMatchesReferenceOnRandomInputs) {
+// Every op on every backend built here (cpu; opencl and vulkan where usable), eagerly and
+// compiled (fused kernels), against the reference interpreter, on random inputs with ties and
+// negative and out-of-range indices.
+TEST(OpsMore, EveryBackendMatchesReferenceOnRandomInputs) {
   using Op1 = std::function<std::vector<Array>(const Array& x, const Array& i)>;
   std::vector<std::pair<std::string, Op1>> ops = {
       {"log1p", [](const Array& x, const Array&) { return std::vector<Array>{log1p(abs(x))}; }},
@@ -150,18 +151,26 @@ TEST(OpsMore, CpuMatchesReferenceOnRandomInputs) {
     Array x = array(xv, {5, 10});
     Array i = array(iv, {10});
     for (const auto& [name, f] : ops) {
-      SCOPED_TRACE(name);
-      std::vector<Array> cpu = f(x, i);
       std::vector<Array> ref;
       {
         StreamScope scope(device("reference"));
         ref = f(x, i);
       }
-      ASSERT_EQ(cpu.size(), ref.size());
-      for (size_t k = 0; k < cpu.size(); ++k) {
-        ASSERT_EQ(cpu[k].shape(), ref[k].shape());
-        ASSERT_EQ(cpu[k].dtype(), ref[k].dtype());
-        expect_values(cpu[k], values(ref[k]), 1e-5);
+      for (const char* dev : {"cpu", "opencl", "vulkan"}) {
+        if (!test::backend_available(dev)) continue;
+        auto fused = compile([f = f](const std::vector<Array>& in) { return f(in[0], in[1]); });
+        StreamScope scope(device(dev));
+        for (bool compiled : {false, true}) {
+          SCOPED_TRACE(name + " on " + dev + (compiled ? " compiled" : " eager"));
+          std::vector<Array> got = compiled ? fused({x, i}) : f(x, i);
+          ASSERT_EQ(got.size(), ref.size());
+          for (size_t k = 0; k < got.size(); ++k) {
+            ASSERT_EQ(got[k].shape(), ref[k].shape());
+            ASSERT_EQ(got[k].dtype(), ref[k].dtype());
+            EXPECT_EQ(got[k].device(), device(dev));
+            expect_values(got[k], values(ref[k]), 1e-5);
+          }
+        }
       }
     }
   }
