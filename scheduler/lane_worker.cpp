@@ -24,7 +24,7 @@ ExitGate& gate() {
   static Immortal<ExitGate> g;
   return g.get();
 }
-thread_local bool t_running_job = false;
+thread_local bool t_running_job = false;  // this worker thread is running a job (counted)
 
 void close_gate() {
   ExitGate& g = gate();
@@ -94,10 +94,11 @@ bool LaneWorker::take_and_run(std::unique_lock<std::mutex>& lock, bool worker) {
   queue_.pop_front();
   busy_ = true;
   lock.unlock();
-  t_running_job = true;
+  bool was_running = t_running_job;  // a job may wait for another and run it on this thread
+  t_running_job = worker || was_running;
   job();
   job = nullptr;  // release what it captured before others see it finished
-  t_running_job = false;
+  t_running_job = was_running;
   if (worker) leave_job();
   lock.lock();
   busy_ = false;
