@@ -537,12 +537,15 @@ class Emitter {
     os_ << ind << "for (long q = q0; q < min(q0 + run, (long)(" << hi << ")); ++q) {\n";
   }
 
-  // One raw element at reduced position `q`: the prologue, then fold it in.
-  void fold_element(const std::string& ind) {
+  // One raw element at reduced position `q`: the prologue, then fold it into the state named
+  // by `acc`, `pos` and `has` (this item's own, or one of its unrolled partials).
+  void fold_element(const std::string& ind, const std::string& acc = "acc",
+                    const std::string& pos = "pos", const std::string& has = "has") {
     coords(k_.kept_axes(), k_.ndim(), "q", ind);
     values(0, reduce_at_, ind);
     int x = k_.body[reduce_at_].a;
-    os_ << ind << "kiln_comb(&acc, &pos, &has, (" << acc_type() << ")" << v(x) << ", q, 1);\n";
+    os_ << ind << "kiln_comb(&" << acc << ", &" << pos << ", &" << has << ", (" << acc_type() << ")"
+        << v(x) << ", q, 1);\n";
   }
 
   void tree(const std::string& ind) {
@@ -590,7 +593,23 @@ class Emitter {
     os_ << "  if (o < nout) {\n";
     coords(0, kept, "o", "    ");
     state_init("    ");
-    os_ << "    for (long q = 0; q < nred; ++q) {\n";
+    os_ << "    long q0 = 0;\n";
+    if (caps_.cpu && k_.reduce->op != ReduceOp::Argmax) {
+      // Eight partial states, folded in order at the end: eight independent chains the
+      // compiler can interleave and vectorise, where one state is a serial chain of adds or
+      // compares (row softmax on PoCL: most of its time). Argmax keeps one state (positions).
+      std::string A = acc_type();
+      os_ << "    " << A << " pa[8]; long pp[8]; int ph[8];\n";
+      os_ << "    for (int u = 0; u < 8; ++u) { pa[u] = " << acc_init()
+          << "; pp[u] = 0; ph[u] = 0; }\n";
+      os_ << "    for (; q0 + 8 <= nred; q0 += 8) {\n";
+      os_ << "      for (int u = 0; u < 8; ++u) {\n";
+      os_ << "        const long q = q0 + u;\n";
+      fold_element("        ", "pa[u]", "pp[u]", "ph[u]");
+      os_ << "      }\n    }\n";
+      os_ << "    for (int u = 0; u < 8; ++u) kiln_comb(&acc, &pos, &has, pa[u], pp[u], ph[u]);\n";
+    }
+    os_ << "    for (long q = q0; q < nred; ++q) {\n";
     fold_element("      ");
     os_ << "    }\n";
     finish_body("    ", false);
