@@ -6,6 +6,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "backends/canonical.h"
 #include "backends/launch_check.h"
@@ -15,6 +16,7 @@
 #include "backends/opencl/memory.h"
 #include "backends/opencl/program_cache.h"
 #include "graph/error.h"
+#include "graph/immortal.h"
 
 namespace kiln {
 
@@ -217,14 +219,39 @@ size_t groups_for(int64_t work, size_t local, size_t cap) {
   return static_cast<size_t>(std::max<int64_t>(1, std::min<int64_t>(g, static_cast<int64_t>(cap))));
 }
 
+// The live command queues. Lanes (and so their queues) live for the process, so at exit,
+// before the libraries' own finalisers run (the driver's among them), every queue finishes its
+// work here: a driver thread still running enqueued work while its code is torn down crashes.
+struct LiveQueues {
+  std::mutex mu;
+  std::set<cl_command_queue> queues;
+};
+LiveQueues& live_queues() {
+  static Immortal<LiveQueues> q;
+  return q.get();
+}
+void finish_at_exit() {
+  LiveQueues& l = live_queues();
+  std::lock_guard<std::mutex> lock(l.mu);
+  for (cl_command_queue q : l.queues) clFinish(q);
+}
+
 class ClQueue : public Queue {
  public:
   ClQueue(ClDevice& dev, std::shared_ptr<ClPool> pool) : dev_(dev), pool_(std::move(pool)) {
+    static const bool registered = std::atexit(finish_at_exit) == 0;
+    (void)registered;
     cl_int err = CL_SUCCESS;
     q_ = clCreateCommandQueue(dev.context, dev.id, 0, &err);  // in order
     cl_check(err, "clCreateCommandQueue");
+    std::lock_guard<std::mutex> lock(live_queues().mu);
+    live_queues().queues.insert(q_);
   }
   ~ClQueue() override {
+    {
+      std::lock_guard<std::mutex> lock(live_queues().mu);
+      live_queues().queues.erase(q_);
+    }
     clFinish(q_);
     clReleaseCommandQueue(q_);
   }

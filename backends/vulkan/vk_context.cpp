@@ -296,7 +296,7 @@ Context::~Context() {
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   vkDeviceWaitIdle(device_);
   if (transfer_pool_) {
     vkDestroyFence(device_, transfer_fence_, nullptr);
@@ -400,8 +400,11 @@ void Context::completion_loop() {
     uint64_t value;
     {
       std::unique_lock<std::mutex> lock(mu_);
+      processing_ = false;
+      idle_cv_.notify_all();
       cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
       if (pending_.empty()) return;  // stopping, nothing left
+      processing_ = true;
       sem = pending_.front().sem, value = pending_.front().value;
     }
     VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
@@ -439,13 +442,46 @@ void Context::completion_loop() {
   }
 }
 
+bool Context::quiesce(std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!idle_cv_.wait_for(lock, limit, [&] { return pending_.empty() && !processing_; }))
+    return false;
+  stop_ = true;
+  lock.unlock();
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  vkDeviceWaitIdle(device_);  // nothing waits on the host any more: this cannot block for long
+  return true;
+}
+
+namespace {
+std::mutex& contexts_mutex() {
+  static std::mutex& mu = *new std::mutex;
+  return mu;
+}
+std::map<int, std::shared_ptr<Context>>& contexts() {
+  static auto& all = *new std::map<int, std::shared_ptr<Context>>;
+  return all;
+}
+// At exit, before the libraries' own finalisers run (the driver's among them: lavapipe's code
+// was torn down under a thread still inside it, 1 exit in ~100), every device finishes its work
+// and the completion thread stops. Lanes and queues live for the process, so nothing else waits.
+void idle_at_exit() {
+  std::lock_guard<std::mutex> lock(contexts_mutex());
+  for (auto& [index, c] : contexts())
+    if (c) c->quiesce(std::chrono::seconds(2));
+}
+}  // namespace
+
 std::shared_ptr<Context> context(int index) {
   // Contexts live until the process ends, never destroyed by a static destructor: otherwise the
   // last reference could be dropped on the completion thread itself (a finished launch's
   // clean-up outliving its queue at exit), whose join would then fail. Their threads sleep on
   // a condition variable when idle, so exit does not wait for them.
-  static std::mutex& mu = *new std::mutex;
-  static auto& contexts = *new std::map<int, std::shared_ptr<Context>>;
+  static const bool idle_registered = std::atexit(idle_at_exit) == 0;
+  (void)idle_registered;
+  std::mutex& mu = contexts_mutex();
+  auto& contexts = kiln::vulkan::contexts();
   std::lock_guard<std::mutex> lock(mu);
   auto& c = contexts[index];
   if (!c) {

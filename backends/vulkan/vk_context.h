@@ -6,6 +6,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -116,6 +117,11 @@ class Context {
   void persist_pipeline_cache();
   // Names the device and driver version for cache files.
   std::string cache_key() const;
+  // At exit: waits (at most `limit`) until every watched submission has completed and been
+  // processed, then stops the completion thread and lets the device go idle, so that no thread
+  // is inside the driver when its finalisers run. Returns false (and leaves things as they are)
+  // if work is still outstanding after `limit`.
+  bool quiesce(std::chrono::milliseconds limit);
 
  private:
   struct Pending {
@@ -142,7 +148,9 @@ class Context {
 
   std::mutex mu_;  // pending_, stop_
   std::condition_variable cv_;
-  std::vector<Pending> pending_;  // in submission order
+  std::vector<Pending> pending_;     // in submission order
+  std::condition_variable idle_cv_;  // the completion thread parked with nothing pending
+  bool processing_ = false;          // the completion thread is working on pending_
   bool stop_ = false;
   std::thread thread_;
 };
