@@ -270,18 +270,6 @@ Executable Executable::from_artifact(std::string_view text, const DeviceMap& rem
   return e;
 }
 
-namespace {
-
-// Whether `slot` is a copy of a plan input (the executor aliases it where the device allows).
-bool copies_an_argument(const Plan& plan, int slot) {
-  auto producers = plan.producers(slot);
-  if (producers.size() != 1) return false;
-  const Task& t = plan.tasks()[producers[0]];
-  return t.kind == TaskKind::Copy && plan.slots()[t.slots[0]].kind == SlotKind::Input;
-}
-
-}  // namespace
-
 MemoryAnalysis Executable::memory_analysis() const {
   const Plan& plan = s_->plan->plan;
   MemoryAnalysis m;
@@ -296,7 +284,7 @@ MemoryAnalysis Executable::memory_analysis() const {
       d.argument_bytes += slot.bytes();
     } else if (slot.kind == SlotKind::Output) {
       (donated[i] ? d.donated_bytes : d.output_bytes) += slot.bytes();
-    } else if (copies_an_argument(plan, static_cast<int>(i))) {
+    } else if (plan.input_of(static_cast<int>(i)) >= 0) {  // a copy of an argument
       d.argument_copy_bytes += slot.bytes();
     } else if (g < 0) {
       d.temp_bytes += slot.bytes();

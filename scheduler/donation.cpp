@@ -19,18 +19,6 @@ namespace kiln {
 
 namespace {
 
-// The plan input a slot holds: the input slot itself, or the destination of a copy of it.
-int input_of(const Plan& plan, int slot) {
-  const Slot& s = plan.slots()[slot];
-  if (s.kind == SlotKind::Input) return s.index;
-  auto producers = plan.producers(slot);
-  if (producers.size() != 1) return -1;
-  const Task& copy = plan.tasks()[producers[0]];
-  if (copy.kind != TaskKind::Copy) return -1;
-  const Slot& src = plan.slots()[copy.slots[0]];
-  return src.kind == SlotKind::Input ? src.index : -1;
-}
-
 // Per plan input, the slots that may share its memory: the input's and its copies'.
 std::vector<std::vector<int>> memory_of_inputs(const Plan& plan) {
   std::vector<std::vector<int>> mem(plan.inputs.size());
@@ -80,7 +68,7 @@ void Plan::plan_donations(int first, int end) {
         continue;
       for (size_t b = 0; b < w.slots.size(); ++b) {
         int via = w.slots[b];
-        int in = w.kernel->buffers[b].output ? -1 : input_of(*this, via);
+        int in = w.kernel->buffers[b].output ? -1 : input_of(via);
         if (in < first || in >= end) continue;
         const Slot& is = slots_[inputs[in]];
         if (is.dtype == os.dtype && is.elements == os.elements &&

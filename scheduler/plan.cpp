@@ -115,6 +115,17 @@ void Plan::finalize() {
   assign_storage();
 }
 
+int Plan::input_of(int slot) const {
+  const Slot& s = slots_[slot];
+  if (s.kind == SlotKind::Input) return s.index;
+  auto p = producers(slot);
+  if (p.size() != 1) return -1;
+  const Task& copy = tasks_[p[0]];
+  if (copy.kind != TaskKind::Copy) return -1;
+  const Slot& src = slots_[copy.slots[0]];
+  return src.kind == SlotKind::Input ? src.index : -1;
+}
+
 // Temporaries whose lifetimes cannot overlap share one buffer. In a DAG "cannot overlap" means:
 // every task touching the earlier slot is an ancestor of every task writing the later one, so
 // no schedule runs them at the same time. Ancestor sets are bitsets, so this runs only for plans

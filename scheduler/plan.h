@@ -126,6 +126,9 @@ class Plan {
   const std::vector<int>& slot_tasks() const { return slot_tasks_; }
   std::span<const int> successors(int task) const { return succ_[task]; }
   std::span<const int> producers(int slot) const { return producers_[slot]; }
+  // The plan input whose memory `slot` holds: the input slot itself, or the destination of a copy
+  // of it (which the executor may turn into an alias); -1 otherwise.
+  int input_of(int slot) const;
   // Temporaries that never live at the same time share storage: storage(slot) is its group
   // (-1 for inputs, outputs and copies), storage_bytes(group) the group's size.
   int storage(int slot) const { return storage_.empty() ? -1 : storage_[slot]; }

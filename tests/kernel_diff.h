@@ -211,6 +211,18 @@ inline Kernel elementwise(const std::vector<Dtype>& ins, std::function<Value(std
   return k;
 }
 
+// A 1-D kernel: out[i] = op(in[i]), in and out of dtype d.
+inline Kernel unary_kernel(Dtype d, UnaryOp op, int64_t n) {
+  return elementwise(
+      {d},
+      [&](std::vector<int> in) {
+        Value v;
+        v.kind = ValueKind::Unary, v.unary = op, v.dtype = d, v.a = in[0];
+        return v;
+      },
+      n);
+}
+
 // Interesting values of each dtype, `n` of them, deterministic in `seed`.
 inline Bytes sample(Dtype d, size_t n, uint64_t seed, bool wild = true) {
   std::mt19937_64 rng(seed);

@@ -332,14 +332,7 @@ TEST_F(Vulkan, RuntimeDimsAndLaunchScalars) {
 TEST_F(Vulkan, LaunchesBeyond65535GroupsFoldIntoAGrid) {
   setenv("KILN_VULKAN_MAX_GROUPS", "0", 1);
   const int64_t n = 65537 * 64 + 1;
-  Kernel k = elementwise(
-      {int32},
-      [](std::vector<int> in) {
-        Value v;
-        v.kind = ValueKind::Unary, v.unary = UnaryOp::Negative, v.dtype = int32, v.a = in[0];
-        return v;
-      },
-      n);
+  Kernel k = unary_kernel(int32, UnaryOp::Negative, n);
   std::vector<int32_t> data(n);
   for (int64_t i = 0; i < n; ++i) data[i] = static_cast<int32_t>(i);
   Bytes in(n * 4);
@@ -594,28 +587,14 @@ TEST_F(Vulkan, LanesOfOneDeviceOrderThroughDeviceEvents) {
 }
 
 TEST_F(Vulkan, MissingDeviceFeatureNamesIt) {
-  Kernel k = elementwise(
-      {float64},
-      [](std::vector<int> in) {
-        Value v;
-        v.kind = ValueKind::Unary, v.unary = UnaryOp::Exp, v.dtype = float64, v.a = in[0];
-        return v;
-      },
-      8);
+  Kernel k = unary_kernel(float64, UnaryOp::Exp, 8);
   vulkan::ShaderFeatures none{false, false, "vulkan:9 (a test device)"};
   test::expect_error([&] { vulkan::generate_glsl(k, none); },
                      {"shaderFloat64", "vulkan:9", "elementwise"});
   Kernel r = reduce_kernel(float32, ReduceOp::Argmax, {4, 5}, {1});
   test::expect_error([&] { vulkan::generate_glsl(r, none); }, {"shaderInt64", "kernel reduce"});
   // Without int64, 32-bit addressing still serves float32 work.
-  Kernel f = elementwise(
-      {float32},
-      [](std::vector<int> in) {
-        Value v;
-        v.kind = ValueKind::Unary, v.unary = UnaryOp::Sqrt, v.dtype = float32, v.a = in[0];
-        return v;
-      },
-      8);
+  Kernel f = unary_kernel(float32, UnaryOp::Sqrt, 8);
   vulkan::Shader sh = vulkan::generate_glsl(f, none);
   EXPECT_NE(sh.glsl.find("#define IDX int\n"), std::string::npos);
   EXPECT_FALSE(vulkan::compile_glsl(sh.glsl, "sqrt32").empty());
@@ -702,14 +681,7 @@ TEST_F(Vulkan, TensorsBeyondMaxStorageBufferRange) {
   EXPECT_TRUE(back == x) << "device copy of 160 MiB differs";
   // int8 (packed in words, stored with atomics): 16 elements at the far end of a buffer past
   // the limit.
-  Kernel neg = elementwise(
-      {int8},
-      [](std::vector<int> in) {
-        Value v;
-        v.kind = ValueKind::Unary, v.unary = UnaryOp::Negative, v.dtype = int8, v.a = in[0];
-        return v;
-      },
-      16);
+  Kernel neg = unary_kernel(int8, UnaryOp::Negative, 16);
   const size_t big = (size_t{128} << 20) + 64;
   neg.buffers[0].map = map_of({1}, static_cast<int64_t>(big - 16));
   Bytes bytes(big);
@@ -725,14 +697,7 @@ TEST_F(Vulkan, TensorsBeyondTheRangeWithoutDeviceAddressesRaise) {
   bool emulated = !vulkan::context(0)->info().device_address;
   unsetenv("KILN_VULKAN_DEVICE_ADDRESS");
   if (!emulated) GTEST_SKIP() << "vulkan:0 was set up before this test; run it alone (ctest does)";
-  Kernel k = elementwise(
-      {int8},
-      [](std::vector<int> in) {
-        Value v;
-        v.kind = ValueKind::Unary, v.unary = UnaryOp::Negative, v.dtype = int8, v.a = in[0];
-        return v;
-      },
-      16);
+  Kernel k = unary_kernel(int8, UnaryOp::Negative, 16);
   Backend& be = vk_backend();
   auto ck = be.compile(0, k);
   auto big = be.allocate(0, (size_t{128} << 20) + 64);
