@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "backends/scalar_ops.h"
+#include "backends/vulkan/descriptors.h"
 #include "backends/vulkan/disk_cache.h"
 #include "backends/vulkan/glsl_codegen.h"
 #include "backends/vulkan/glsl_compiler.h"
@@ -327,6 +328,45 @@ TEST_F(Vulkan, RuntimeDimsAndLaunchScalars) {
   }
 }
 
+// llvmpipe ends every shader loop after 65535 iterations (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS),
+// silently: before the split, a row sum of 5M ones on lavapipe gave 1048560 and a matmul with
+// k = 70000 gave wrong sums. Long rows now split into parts (split_long_rows), long k runs in
+// parts that accumulate, and a kernel that cannot be split (runtime extents) raises.
+TEST_F(Vulkan, LongLoopsAreSplitBelowTheDriversLoopLimit) {
+  Kernel rows = reduce_kernel(float32, ReduceOp::Sum, {3, 5'000'003}, {1});
+  differential(rows, {sample(float32, 3 * 5'000'003, 21, false), Bytes(3 * 4)},
+               {Tolerance::Rel, 0, 1e-5, 1e-3}, "3 rows of 5,000,003");
+  Kernel maxes = reduce_kernel(int32, ReduceOp::Max, {2, 4'500'000}, {1});
+  differential(maxes, {sample(int32, 2 * 4'500'000, 22), Bytes(2 * 4)}, {}, "row max of 4.5M");
+  // k = 70001 in float32 with entries in {-1, 0, 1}: every sum exact.
+  const int64_t m = 5, kk = 70'001, n = 8;
+  std::vector<float> av(static_cast<size_t>(m * kk)), bv(static_cast<size_t>(kk * n));
+  std::mt19937 rng(4);
+  for (float& v : av) v = static_cast<float>(static_cast<int>(rng() % 3) - 1);
+  for (float& v : bv) v = static_cast<float>(static_cast<int>(rng() % 3) - 1);
+  Device vk = device("vulkan"), ref = device("reference");
+  Array a = array(av, {m, kk}, ref), b = array(bv, {kk, n}, ref);
+  Array want = matmul(a, b, ref);
+  Array got = compute_on(vk, [](const Array& p, const Array& q) { return matmul(p, q); })(a, b);
+  eval({want, got});
+  EXPECT_EQ(got.to_vector<float>(), want.to_vector<float>()) << "matmul with k = 70001";
+  // A row of runtime length is one workgroup's loop: past the limit it raises.
+  if (vulkan::physical_devices().at(0).loop_limit == 0) return;
+  Kernel rt = reduce_kernel(float32, ReduceOp::Sum, {1, 16}, {1});
+  rt.domain = {Dim::runtime(0), Dim::runtime(1)};
+  rt.buffers[0].map = {{Dim::runtime(1), Dim::constant(1)}, Dim::constant(0)};
+  Backend& be = vk_backend();
+  auto ck = be.compile(0, rt);
+  const int64_t len = 5'000'000;
+  auto in = be.allocate(0, len * 4), out = be.allocate(0, 4);
+  KernelArgs args;
+  args.buffers = {in.get(), out.get()};
+  args.params = {1, len};
+  auto q = be.create_queue(0);
+  test::expect_error([&] { q->enqueue_kernel(*ck, args); },
+                     {"would loop", "65535", "run it on cpu"});
+}
+
 // 4,194,369 elements: 65,537 workgroups of 64, past lavapipe's 65,535 per dimension (with one
 // group per 64 points, as on a GPU; on a CPU device Kiln launches at most 16384 groups that loop).
 TEST_F(Vulkan, LaunchesBeyond65535GroupsFoldIntoAGrid) {
@@ -352,6 +392,81 @@ TEST_F(Vulkan, LaunchesBeyond65535GroupsFoldIntoAGrid) {
   auto looped = run(vk_backend(), k, {in, Bytes(n * 4)});
   unsetenv("KILN_VULKAN_MAX_GROUPS");
   EXPECT_EQ(looped[1], got[1]);
+}
+
+// A launch's params are push constants where they fit, and its descriptor set, which then binds
+// only the kernel's buffers, is cached per kernel and keyed by the buffers' allocation ids (never
+// reused, unlike VkBuffer handles): launches on the same buffers hit, a buffer the pool hands
+// back is the same allocation and hits too, and other live buffers miss, each set binding its
+// own buffers.
+TEST_F(Vulkan, DescriptorSetsAreCachedByBufferIdentity) {
+  Backend& be = vk_backend();
+  Kernel k = unary_kernel(float32, UnaryOp::Negative, 64);
+  auto ck = be.compile(0, k);
+  auto q = be.create_queue(0);
+  auto run = [&](Buffer& in, Buffer& out, float v) {
+    std::vector<float> x(64, v);
+    in.write(x.data(), 0, 256);
+    KernelArgs a;
+    a.buffers = {&in, &out};
+    if (EventPtr ev = q->enqueue_kernel(*ck, a)) ev->wait();
+    out.read(x.data(), 0, 256);
+    return x;
+  };
+  auto negated = [](float v) { return std::vector<float>(64, -v); };
+  auto in = be.allocate(0, 256), out = be.allocate(0, 256);
+  auto s0 = vulkan::DescriptorCache::stats();
+  for (int i = 0; i < 40; ++i) ASSERT_EQ(run(*in, *out, i), negated(i));
+  auto s1 = vulkan::DescriptorCache::stats();
+  EXPECT_EQ(s1.misses - s0.misses, 1);
+  EXPECT_EQ(s1.hits - s0.hits, 39);
+  for (int i = 0; i < 10; ++i) {  // freed and allocated again: the same two allocations
+    in.reset(), out.reset();
+    in = be.allocate(0, 256), out = be.allocate(0, 256);
+    ASSERT_EQ(run(*in, *out, 50 + i), negated(50 + i));
+  }
+  auto s2 = vulkan::DescriptorCache::stats();
+  EXPECT_LE(s2.misses - s1.misses, 1);  // the pool may hand the pair back swapped: one new set
+  // Forty live pairs, each launched twice: forty sets, the second round hitting the ones the
+  // first wrote (a capacity of 16 keeps the last 16 pairs' sets only).
+  std::vector<std::shared_ptr<Buffer>> live;
+  for (int i = 0; i < 80; ++i) live.push_back(be.allocate(0, 256));
+  for (int round = 0; round < 2; ++round)
+    for (int i = 0; i < 40; ++i)
+      ASSERT_EQ(run(*live[2 * i], *live[2 * i + 1], 100 * round + i), negated(100 * round + i))
+          << "pair " << i << " round " << round;
+  auto s3 = vulkan::DescriptorCache::stats();
+  EXPECT_EQ(s3.misses - s2.misses, 80);  // least recently used first: every pair missed again
+  for (int i = 24; i < 40; ++i) ASSERT_EQ(run(*live[2 * i], *live[2 * i + 1], i), negated(i));
+  auto s4 = vulkan::DescriptorCache::stats();
+  EXPECT_EQ(s4.hits - s3.hits, 16);
+  EXPECT_EQ(s4.misses - s3.misses, 0);
+}
+
+// Params that do not fit in push constants travel in a params buffer bound after the kernel's
+// buffers (KILN_VULKAN_PUSH_CONSTANTS=0 forces that form): element-wise, row and split full
+// reductions (with their scratch buffer), against the reference.
+TEST_F(Vulkan, ParamsInABufferWhenPushConstantsDoNotFit) {
+  setenv("KILN_VULKAN_PUSH_CONSTANTS", "0", 1);
+  Kernel ew = elementwise(
+      {float32, float32},
+      [](std::vector<int> in) {
+        Value v;
+        v.kind = ValueKind::Binary, v.binary = BinaryOp::Subtract, v.dtype = float32;
+        v.a = in[0], v.b = in[1];
+        return v;
+      },
+      1005);
+  differential(ew,
+               {sample(float32, 1005, 3, false), sample(float32, 1005, 4, false), Bytes(1005 * 4)},
+               {}, "x - y, params buffer");
+  Kernel rows = reduce_kernel(float32, ReduceOp::Sum, {7, 35}, {1});
+  differential(rows, {sample(float32, 7 * 35, 5, false), Bytes(7 * 4)},
+               {Tolerance::Rel, 0, 1e-5, 1e-5}, "row sums, params buffer");
+  Kernel full = reduce_kernel(float32, ReduceOp::Sum, {100003}, {0});
+  differential(full, {sample(float32, 100003, 6, false), Bytes(4)}, {Tolerance::Rel, 0, 1e-5, 1e-4},
+               "split sum, params buffer");
+  unsetenv("KILN_VULKAN_PUSH_CONSTANTS");
 }
 
 // Contiguous element-wise kernels step 8 points through u64vec4 accesses on a CPU device and 4
@@ -687,6 +802,19 @@ TEST_F(Vulkan, TensorsBeyondMaxStorageBufferRange) {
   Bytes bytes(big);
   for (size_t i = 0; i < 16; ++i) bytes[big - 16 + i] = static_cast<uint8_t>(i * 7 + 1);
   differential(neg, {bytes, Bytes(16)}, {}, "int8 window of 128 MiB + 64");
+  // A matmul whose A is 160 MiB: its operands are reached by address. Entries in {-1, 0, 1}
+  // keep every sum exact in float32.
+  const int64_t m = 40, kk = 1'000'000;
+  std::vector<float> av(static_cast<size_t>(m * kk)), bv(static_cast<size_t>(kk * 4));
+  std::mt19937 rng(3);
+  for (float& v : av) v = static_cast<float>(static_cast<int>(rng() % 3) - 1);
+  for (float& v : bv) v = static_cast<float>(static_cast<int>(rng() % 3) - 1);
+  Device vk = device("vulkan"), ref = device("reference");
+  Array am = array(av, {m, kk}, ref), bm = array(bv, {kk, 4}, ref);
+  Array want = matmul(am, bm, ref);
+  Array got = compute_on(vk, [](const Array& p, const Array& q) { return matmul(p, q); })(am, bm);
+  eval({want, got});
+  EXPECT_EQ(got.to_vector<float>(), want.to_vector<float>()) << "matmul of a 160 MiB operand";
 }
 
 // On a device without bufferDeviceAddress (emulated: KILN_VULKAN_DEVICE_ADDRESS=0 before the
@@ -789,7 +917,9 @@ TEST_F(Vulkan, StagedTransfersWhenMemoryIsNotMapped) {
   unsetenv("KILN_VULKAN_STAGING");
 }
 
-// The tiled matmul shader against the reference, with ragged tiles and broadcast batches.
+// The matmul shaders against the reference, with ragged tiles and broadcast batches: on lavapipe
+// the register-blocked form, with 4-vectors of B and C where n is a multiple of 4 (width 4) and
+// scalars elsewhere, rows past m in the last block.
 TEST_F(Vulkan, MatmulMatchesReference) {
   Device vk = device("vulkan"), ref = device("reference");
   struct Case {
@@ -799,7 +929,8 @@ TEST_F(Vulkan, MatmulMatchesReference) {
   for (const Case& c :
        {Case{{1, 1}, {1, 1}, float32}, Case{{37, 19}, {19, 45}, float32},
         Case{{3, 33, 70}, {70, 17}, float32}, Case{{2, 1, 5, 8}, {3, 8, 4}, float64},
-        Case{{64, 64}, {64, 64}, float64}}) {
+        Case{{64, 64}, {64, 64}, float64}, Case{{130, 24}, {24, 260}, float32},
+        Case{{2, 3, 7, 9}, {9, 12}, float32}, Case{{3, 2}, {2, 2}, float32}}) {
     Array a = random::normal(c.a, c.d, random::key(1), ref);
     Array b = random::normal(c.b, c.d, random::key(2), ref);
     Array want = matmul(a, b, ref);

@@ -1,5 +1,6 @@
 #include "backends/vulkan/glsl_codegen.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -83,8 +84,19 @@ class Emitter {
     // ~4x on lavapipe and more on GPUs.
     os << "#define IDX int\n";
     int nbuf = static_cast<int>(k_.buffers.size());
-    os << "layout(std430, set = 0, binding = " << (f_.by_address ? 0 : nbuf)
-       << ") readonly buffer Params { uvec2 w[]; } prm;\n";
+    int words = nparams_ + static_cast<int>(float_slots_.size()) + (f_.by_address ? nbuf : 0);
+    // Push constants when they fit: the launch then binds nothing that changes per launch, so
+    // its descriptor set can be cached (a params buffer would differ at every launch).
+    if (static_cast<uint32_t>(std::max(words, 1)) * 8 <= f_.push_bytes) {
+      sh.push_words = std::max(words, 1);
+      os << "layout(push_constant, std430) uniform Params { uvec2 w[" << sh.push_words
+         << "]; } prm;\n";
+      sh.bindings = f_.by_address ? 0 : nbuf;
+    } else {
+      os << "layout(std430, set = 0, binding = " << (f_.by_address ? 0 : nbuf)
+         << ") readonly buffer Params { uvec2 w[]; } prm;\n";
+      sh.bindings = f_.by_address ? 1 : nbuf + 1;
+    }
     if (f_.by_address) sh.address_slot = nparams_ + static_cast<int>(float_slots_.size());
     for (int b = 0; b < nbuf; ++b) {
       std::string elem =

@@ -27,6 +27,9 @@ struct ShaderFeatures {
   // Subgroup arithmetic and shuffles in compute shaders: reductions combine within subgroups
   // first (else a shared-memory tree over the workgroup).
   bool subgroups = false;
+  // maxPushConstantsSize: params (and addresses) that fit go in push constants instead of a
+  // params buffer, so a launch binds only the kernel's own buffers. 0: always a params buffer.
+  uint32_t push_bytes = 0;
 };
 
 // A float launch scalar the host converts before a launch: params slot `slot` receives the
@@ -45,6 +48,11 @@ struct Shader {
   std::vector<FloatSlot> float_slots;
   // by_address: params word address_slot + b holds the device address of buffer b.
   int address_slot = -1;
+  // Words (8 bytes each) of params pushed as push constants; 0: the params are a storage
+  // buffer bound after the kernel's buffers (or alone, by_address).
+  int push_words = 0;
+  // Storage-buffer bindings of the shader's descriptor set.
+  int bindings = 0;
 };
 
 // Raises kiln::Error naming the device feature a kernel needs and the device lacks.

@@ -1,6 +1,7 @@
 #include "backends/vulkan/memory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -9,8 +10,15 @@
 
 namespace kiln::vulkan {
 
+namespace {
+uint64_t next_id() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
+}
+}  // namespace
+
 Allocation::Allocation(std::shared_ptr<Context> c, size_t n, Kind k)
-    : ctx(std::move(c)), bytes(n), capacity(capacity_for(n)), kind(k) {
+    : ctx(std::move(c)), bytes(n), capacity(capacity_for(n)), kind(k), id(next_id()) {
   uint32_t type = kind == Kind::Host ? ctx->host_memory_type() : ctx->buffer_memory_type();
   bool map = kind == Kind::Host || !ctx->staged();
   VkDevice dev = ctx->device();
@@ -59,10 +67,11 @@ Allocation::~Allocation() {
 
 namespace {
 
-// Allocations below this size are not kept (a fresh one is cheap); kept ones total at most
-// kBudget bytes per device.
-constexpr size_t kPooledMin = size_t{1} << 16;
+// Kept allocations total at most kBudget bytes and kMaxKept allocations per device. Small ones
+// are kept too: a fresh buffer costs several driver calls, and a kept one keeps its allocation
+// id, so launches that bind it reuse their cached descriptor sets (descriptors.h).
 constexpr size_t kBudget = size_t{512} << 20;
+constexpr size_t kMaxKept = 512;
 
 struct Pool {
   std::mutex mu;
@@ -95,11 +104,10 @@ std::unique_ptr<Allocation> take_kept(Pool& p, size_t capacity) {
 
 std::unique_ptr<Allocation> take_buffer(const std::shared_ptr<Context>& ctx, size_t n) {
   Pool& p = pool_of(ctx.get());
-  if (Allocation::capacity_for(n) >= kPooledMin)
-    if (auto a = take_kept(p, Allocation::capacity_for(n))) {
-      a->bytes = n;
-      return a;
-    }
+  if (auto a = take_kept(p, Allocation::capacity_for(n))) {
+    a->bytes = n;
+    return a;
+  }
   try {
     return std::make_unique<Allocation>(ctx, n, Allocation::Kind::Buffer);
   } catch (const Error&) {
@@ -116,11 +124,11 @@ std::unique_ptr<Allocation> take_buffer(const std::shared_ptr<Context>& ctx, siz
 }
 
 void give_back_buffer(std::unique_ptr<Allocation> a) {
-  if (!a || a->capacity < kPooledMin || a->capacity > kBudget) return;
+  if (!a || a->capacity > kBudget) return;
   Pool& p = pool_of(a->ctx.get());
   std::deque<std::unique_ptr<Allocation>> evicted;  // freed outside the lock
   std::lock_guard<std::mutex> lock(p.mu);
-  while (!p.kept.empty() && p.bytes + a->capacity > kBudget) {
+  while (!p.kept.empty() && (p.bytes + a->capacity > kBudget || p.kept.size() >= kMaxKept)) {
     p.bytes -= p.kept.front()->capacity;
     evicted.push_back(std::move(p.kept.front()));
     p.kept.pop_front();

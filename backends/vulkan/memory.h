@@ -26,6 +26,9 @@ struct Allocation {
   size_t capacity = 0;          // the VkBuffer's size: whole 16-byte words, at least 16
   VkDeviceAddress address = 0;  // buffers on a device with bufferDeviceAddress
   Kind kind;
+  // Unique in the process, never reused (unlike VkBuffer handles): names this buffer in
+  // descriptor-set cache keys.
+  uint64_t id;
 
   // Raises kiln::Error when the device is out of memory.
   Allocation(std::shared_ptr<Context> c, size_t n, Kind k = Kind::Host);

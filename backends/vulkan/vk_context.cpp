@@ -129,6 +129,11 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
                    (subgroup.supportedOperations & ops) == ops;
   for (int i = 0; i < 3; ++i) info.max_groups[i] = lim.maxComputeWorkGroupCount[i];
   info.max_storage_range = lim.maxStorageBufferRange;
+  info.max_push_bytes = lim.maxPushConstantsSize;
+  // llvmpipe (lavapipe) ends every shader loop after 65535 iterations in all, per invocation
+  // (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS, shared between the loops of a shader): a longer loop
+  // silently stops early.
+  if (driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE) info.loop_limit = 65535;
   info.driver_version = props.properties.driverVersion;
   info.vendor_id = props.properties.vendorID;
   info.cpu = props.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;

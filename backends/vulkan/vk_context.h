@@ -36,6 +36,13 @@ struct PhysicalInfo {
   uint32_t queue_family = 0;
   uint32_t max_groups[3] = {65535, 65535, 65535};
   uint64_t max_storage_range = 0;
+  // maxPushConstantsSize: launch params that fit travel as push constants, which lets a
+  // kernel's descriptor set be reused across launches (at least 128 bytes on every device).
+  uint32_t max_push_bytes = 128;
+  // Loop iterations a shader invocation may run in all before the driver ends its loops
+  // (0: no limit). Kernels are split so that none comes near it; launches that would reach it
+  // raise kiln::Error.
+  int64_t loop_limit = 0;
   uint32_t driver_version = 0;
   uint32_t vendor_id = 0, device_id = 0;
   uint8_t cache_uuid[VK_UUID_SIZE] = {};

@@ -1,5 +1,6 @@
 #include "backends/vulkan/vulkan_backend.h"
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <cstdio>
@@ -7,9 +8,11 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "backends/launch_check.h"
 #include "backends/split_reduce.h"
+#include "backends/vulkan/descriptors.h"
 #include "backends/vulkan/disk_cache.h"
 #include "backends/vulkan/flatten.h"
 #include "backends/vulkan/glsl_codegen.h"
@@ -61,6 +64,7 @@ class VulkanBuffer : public Buffer {
   }
   VkBuffer handle() const { return alloc_->buffer; }
   VkDeviceAddress address() const { return alloc_->address; }
+  uint64_t id() const { return alloc_->id; }
   const Context* context() const { return alloc_->ctx.get(); }
 
  private:
@@ -128,12 +132,13 @@ struct Pipeline {
   Pipeline& operator=(const Pipeline&) = delete;
 };
 
-// A compiled kernel: its pipeline and what a launch needs to know about its shader.
-// One dispatch of a compiled kernel: the (rewritten) Kernel IR it runs, its shader and pipeline.
+// One dispatch of a compiled kernel: the (rewritten) Kernel IR it runs, its shader and pipeline,
+// and the descriptor sets of recent launches (when its params are push constants).
 struct Stage {
   Kernel ir;
   vulkan::Shader shader;
   std::unique_ptr<Pipeline> pipe;
+  std::unique_ptr<vulkan::DescriptorCache> sets = std::make_unique<vulkan::DescriptorCache>();
 };
 
 Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const std::string& name,
@@ -175,6 +180,9 @@ Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const st
   f.subgroups = ctx->info().subgroups;
   if (const char* g = std::getenv("KILN_VULKAN_SUBGROUPS"); g && *g)  // tests: the tree too
     f.subgroups = f.subgroups && std::strcmp(g, "0") != 0;
+  f.push_bytes = ctx->info().max_push_bytes;
+  if (const char* pc = std::getenv("KILN_VULKAN_PUSH_CONSTANTS"); pc && *pc)  // tests: both forms
+    f.push_bytes = std::strcmp(pc, "0") != 0 ? f.push_bytes : 0;
   st.shader = vulkan::generate_glsl(k, f);
   // Fault injection for tests: a kernel whose name or GLSL contains KILN_VULKAN_FAULT_KERNEL
   // gets GLSL that glslang rejects, to check that a failed build fails only the work needing it.
@@ -187,16 +195,23 @@ Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const st
     std::fprintf(stderr, "// kiln vulkan kernel %s\n%s\n", k.name.c_str(),
                  st.shader.glsl.substr(st.shader.glsl.find("void main")).c_str());
   std::vector<uint32_t> spirv = vulkan::cached_spirv(k.hash(), st.shader.glsl, k.name);
-  uint32_t bindings = by_address ? 1 : static_cast<uint32_t>(k.buffers.size()) + 1;
-  st.pipe = std::make_unique<Pipeline>(ctx, spirv, bindings, 0);
+  st.pipe = std::make_unique<Pipeline>(ctx, spirv, static_cast<uint32_t>(st.shader.bindings),
+                                       static_cast<uint32_t>(st.shader.push_words) * 8);
   return st;
 }
 
-// Full reductions of at least 2^16 elements run as 64 workgroups' partials (split_reduce.h):
-// one workgroup is one core of lavapipe, one compute unit of a GPU. Float partials are float64
-// where the device has shaderFloat64.
+// Full reductions of at least 2^16 elements run as at least 64 workgroups' partials
+// (split_reduce.h): one workgroup is one core of lavapipe, one compute unit of a GPU. No part,
+// and no row of a reduction with kept axes, is longer than kMaxPart elements: 8192 steps of a
+// 64-invocation workgroup's loop, far from lavapipe's loop limit (PhysicalInfo::loop_limit), and
+// on a GPU more workgroups for a long row. Float partials are float64 where the device has
+// shaderFloat64.
+constexpr int64_t kMaxPart = int64_t{1} << 19;
+
 SplitOptions split_options(const Context& ctx) {
-  return SplitOptions{64, int64_t{1} << 16, ctx.info().float64};
+  SplitOptions o{64, int64_t{1} << 16, ctx.info().float64};
+  o.max_part = kMaxPart;
+  return o;
 }
 
 std::shared_ptr<VulkanKernel> build_kernel(std::shared_ptr<Context> ctx, const Kernel& k) {
@@ -204,7 +219,9 @@ std::shared_ptr<VulkanKernel> build_kernel(std::shared_ptr<Context> ctx, const K
   vk->ir = k;
   vk->launch_check = LaunchCheck(k);
   Kernel flat = vulkan::flatten_domain(k);
-  if (auto split = split_full_reduction(flat, split_options(*ctx))) {
+  std::optional<SplitReduce> split = split_full_reduction(flat, split_options(*ctx));
+  if (!split) split = split_long_rows(flat, split_options(*ctx));
+  if (split) {
     vk->stages.push_back(build_stage(ctx, split->part, k.name));
     if (split->tail) vk->stages.push_back(build_stage(ctx, *split->tail, k.name));
     vk->stages.push_back(build_stage(ctx, split->combine, k.name));
@@ -221,23 +238,26 @@ struct MatmulPipeline {
   std::unique_ptr<Pipeline> pipe;
 };
 
-// The matmul pipeline of (device, dtype), built on first use and kept for the process.
-const MatmulPipeline& matmul_pipeline(const std::shared_ptr<Context>& ctx, Dtype d) {
+// The matmul pipeline of (device, dtype, form), built on first use and kept for the process.
+const MatmulPipeline& matmul_pipeline(const std::shared_ptr<Context>& ctx, Dtype d,
+                                      const vulkan::MatmulForm& f) {
   struct Cache {
     std::mutex mu;
-    std::map<std::pair<const Context*, int>, std::shared_ptr<MatmulPipeline>> pipelines;
+    std::map<std::tuple<const Context*, int, bool, int, bool>, std::shared_ptr<MatmulPipeline>>
+        pipelines;
   };
   static Immortal<Cache> cache;
   std::lock_guard<std::mutex> lock(cache->mu);
-  auto& p = cache->pipelines[{ctx.get(), static_cast<int>(d.kind)}];
+  auto& p = cache->pipelines[{ctx.get(), static_cast<int>(d.kind), f.tiled, f.width, f.by_address}];
   if (!p) {
     if (d == float64 && !ctx->info().float64)
       throw_error("vulkan: float64 matmul needs the device feature shaderFloat64, which ",
                   ctx->label(), " does not offer");
     auto mp = std::make_shared<MatmulPipeline>();
-    mp->shader = vulkan::matmul_glsl(d, ctx->info().int64, !ctx->info().cpu);
-    mp->pipe =
-        std::make_unique<Pipeline>(ctx, vulkan::compile_glsl(mp->shader.glsl, "matmul"), 4, 4);
+    mp->shader = vulkan::matmul_glsl(d, f);
+    mp->pipe = std::make_unique<Pipeline>(ctx, vulkan::compile_glsl(mp->shader.glsl, "matmul"),
+                                          static_cast<uint32_t>(mp->shader.bindings),
+                                          sizeof(vulkan::MatmulPush));
     p = mp;
   }
   return *p;
@@ -246,11 +266,9 @@ const MatmulPipeline& matmul_pipeline(const std::shared_ptr<Context>& ctx, Dtype
 // The live state of one lane: a command pool and the timeline semaphore that orders its
 // submissions. Shared with the completion thread's clean-ups, which free command buffers.
 struct LaneState {
-  // Params buffers of this size and descriptor pools of this many storage-buffer descriptors
-  // are recycled between launches (creating them cost a good part of a launch); larger ones are
-  // made for the launch and destroyed after it.
+  // Params buffers of this size are recycled between launches (creating one cost a good part
+  // of a launch); larger ones are made for the launch and destroyed after it.
   static constexpr size_t kParamBytes = 4096;
-  static constexpr uint32_t kDescriptors = 32;
 
   std::shared_ptr<Context> ctx;
   std::mutex mu;  // pool, next value and the free lists
@@ -258,7 +276,9 @@ struct LaneState {
   VkSemaphore timeline = VK_NULL_HANDLE;
   uint64_t value = 0;  // last value submitted
   std::vector<std::unique_ptr<Allocation>> free_params;
-  std::vector<VkDescriptorPool> free_pools;
+  // Partials of split reductions, shared by the lane's launches (its submissions run in order),
+  // so that their descriptor sets can be cached; replaced by a larger one when needed.
+  std::shared_ptr<Allocation> scratch;
   // Other lanes' timeline values the next submission waits for (Queue::enqueue_wait), with
   // what keeps their semaphores alive.
   struct Wait {
@@ -280,7 +300,6 @@ struct LaneState {
     timeline = ctx->new_timeline();
   }
   ~LaneState() {
-    for (VkDescriptorPool p : free_pools) vkDestroyDescriptorPool(ctx->device(), p, nullptr);
     vkDestroySemaphore(ctx->device(), timeline, nullptr);
     vkDestroyCommandPool(ctx->device(), pool, nullptr);
   }
@@ -313,11 +332,13 @@ class VulkanQueue : public Queue {
     auto& k = static_cast<const VulkanKernel&>(ck);
     k.launch_check(k.ir, args);
     std::vector<VkBuffer> handles;
+    std::vector<uint64_t> ids;
     std::vector<VkDeviceAddress> addresses;
     bool wide = false;
     for (Buffer* b : args.buffers) {
       VulkanBuffer* vb = own(b, k.ir.name);
       handles.push_back(vb->handle());
+      ids.push_back(vb->id());
       addresses.push_back(vb->address());
       wide = wide || beyond_binding_range(*vb, k.ir.name);
     }
@@ -329,29 +350,51 @@ class VulkanQueue : public Queue {
         return nullptr;  // an empty domain: nothing to run
     auto res = std::make_shared<LaunchResources>(lane_);
     if (k.scratch_bytes) {
-      res->scratch = std::make_unique<Allocation>(ctx_, k.scratch_bytes, Allocation::Kind::Buffer);
+      res->scratch = lane_scratch(k.scratch_bytes);
       handles.push_back(res->scratch->buffer);
+      ids.push_back(res->scratch->id);
       addresses.push_back(res->scratch->address);
     }
-    for (const Stage& st : stages) {
+    std::vector<std::vector<int64_t>> pushed(n);  // push-constant words per stage
+    for (size_t i = 0; i < n; ++i) {
+      const Stage& st = stages[i];
       size_t nb = st.ir.buffers.size();
       std::vector<int64_t> words = launch_words(st.shader, args.params);
-      std::vector<VkBuffer> bound(handles.begin(), handles.begin() + static_cast<long>(nb));
-      if (wide) {  // the addresses follow the params; only the params buffer is bound
+      if (wide) {  // the addresses follow the params
         words.resize(static_cast<size_t>(st.shader.address_slot));
         for (size_t b = 0; b < nb; ++b) words.push_back(static_cast<int64_t>(addresses[b]));
-        bound.clear();
       }
-      write_params(words, *res);
-      bind(*st.pipe, bound, *res);
+      std::vector<VkBuffer> bound;
+      std::vector<uint64_t> bound_ids;
+      if (!wide) {
+        bound.assign(handles.begin(), handles.begin() + static_cast<long>(nb));
+        bound_ids.assign(ids.begin(), ids.begin() + static_cast<long>(nb));
+      }
+      if (st.shader.push_words) {
+        words.resize(static_cast<size_t>(st.shader.push_words), 0);
+        pushed[i] = std::move(words);
+        res->sets.push_back(
+            bound.empty() ? nullptr : st.sets->get(ctx_, st.pipe->set_layout, bound, bound_ids));
+      } else {  // a params buffer of this launch: bound after the buffers, never cached
+        write_params(words, *res);
+        bound.push_back(res->params.back()->buffer);
+        res->sets.push_back(
+            std::make_shared<vulkan::DescriptorSet>(ctx_, st.pipe->set_layout, bound));
+      }
     }
     return submit(res, [&](VkCommandBuffer cb) {
       for (size_t i = 0; i < n; ++i) {
         if (i) full_barrier(cb);  // the combine reads what the parts wrote
         const Pipeline& p = *stages[i].pipe;
         vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
-        vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &res->sets[i],
-                                0, nullptr);
+        if (res->sets[i]) {
+          VkDescriptorSet set = res->sets[i]->handle();
+          vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0,
+                                  nullptr);
+        }
+        if (!pushed[i].empty())
+          vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                             static_cast<uint32_t>(pushed[i].size() * 8), pushed[i].data());
         vkCmdDispatch(cb, groups[i][0], groups[i][1], groups[i][2]);
       }
     });
@@ -390,43 +433,67 @@ class VulkanQueue : public Queue {
   }
 
   EventPtr enqueue_matmul(const MatmulArgs& a) override {
-    const MatmulPipeline& mp = matmul_pipeline(ctx_, a.dtype);
-    const Pipeline& pipe = *mp.pipe;
     size_t nb = a.c_offsets.size();
     if (a.a_offsets.size() != nb || a.b_offsets.size() != nb)
       throw_error("vulkan: matmul got ", a.a_offsets.size(), "/", a.b_offsets.size(), "/", nb,
                   " batch offsets for A/B/C (they must agree)");
     VulkanBuffer* bufs[3] = {own(a.a, "matmul"), own(a.b, "matmul"), own(a.c, "matmul")};
+    vulkan::MatmulForm form;
+    form.tiled = !ctx_->info().cpu;
     for (VulkanBuffer* b : bufs)
-      if (b->bytes() > ctx_->info().max_storage_range)
-        throw_error("vulkan: matmul on ", ctx_->label(), " got an operand of ", b->bytes(),
-                    " bytes, beyond the device's maxStorageBufferRange of ",
-                    ctx_->info().max_storage_range,
-                    " bytes (the matmul shader binds its operands; split the product)");
+      form.by_address = form.by_address || beyond_binding_range(*b, "matmul");
     check_matmul_bounds(a, bufs);
     if (nb == 0 || a.m == 0 || a.n == 0) return nullptr;
+    auto by4 = [](int64_t v) { return v % 4 == 0; };
+    if (!form.tiled && by4(a.n) && std::all_of(a.b_offsets.begin(), a.b_offsets.end(), by4) &&
+        std::all_of(a.c_offsets.begin(), a.c_offsets.end(), by4))
+      form.width = 4;
+    const MatmulPipeline& mp = matmul_pipeline(ctx_, a.dtype, form);
+    const Pipeline& pipe = *mp.pipe;
     std::vector<int64_t> words = {a.m, a.n, a.k, static_cast<int64_t>(nb)};
     for (const auto* offs : {&a.a_offsets, &a.b_offsets, &a.c_offsets})
       words.insert(words.end(), offs->begin(), offs->end());
+    std::vector<VkBuffer> bound;
+    for (VulkanBuffer* b : bufs) {
+      if (form.by_address)
+        words.push_back(static_cast<int64_t>(b->address()));
+      else
+        bound.push_back(b->handle());
+    }
     auto res = std::make_shared<LaunchResources>(lane_);
     write_params(words, *res);
-    bind(pipe, {bufs[0]->handle(), bufs[1]->handle(), bufs[2]->handle()}, *res);
+    bound.push_back(res->params.back()->buffer);
+    res->sets.push_back(std::make_shared<vulkan::DescriptorSet>(ctx_, pipe.set_layout, bound));
     const uint32_t* lim = ctx_->info().max_groups;
     int64_t gx = (a.n + mp.shader.cols_per_group - 1) / mp.shader.cols_per_group;
     int64_t gy = (a.m + mp.shader.rows_per_group - 1) / mp.shader.rows_per_group;
     if (gx > lim[0] || gy > lim[1])
       throw_error("vulkan: matmul of ", a.m, " x ", a.n, " needs ", gy, " x ", gx,
                   " workgroups, more than ", ctx_->label(), " launches");
+    // Along k in parts that keep the shader's loop far from the driver's limit (on a GPU, and
+    // on lavapipe below 16384, one part).
+    int64_t kpart = a.k;
+    if (int64_t limit = ctx_->info().loop_limit) kpart = std::min<int64_t>(kpart, limit / 4);
     return submit(res, [&](VkCommandBuffer cb) {
       vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.pipeline);
-      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 1, &res->sets[0],
-                              0, nullptr);
-      for (size_t b0 = 0; b0 < nb; b0 += lim[2]) {  // batches past the z limit: more dispatches
-        uint32_t first = static_cast<uint32_t>(b0);
-        vkCmdPushConstants(cb, pipe.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &first);
-        vkCmdDispatch(cb, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
-                      static_cast<uint32_t>(std::min<size_t>(nb - b0, lim[2])));
-      }
+      VkDescriptorSet set = res->sets[0]->handle();
+      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 1, &set, 0,
+                              nullptr);
+      int64_t k0 = 0;
+      do {
+        if (k0) full_barrier(cb);  // this part adds to what the previous one stored
+        vulkan::MatmulPush push;
+        push.k0 = static_cast<int32_t>(k0);
+        push.k1 = static_cast<int32_t>(std::min(a.k, k0 + kpart));
+        push.accumulate = k0 > 0;
+        for (size_t b0 = 0; b0 < nb; b0 += lim[2]) {  // batches past the z limit: more dispatches
+          push.batch0 = static_cast<uint32_t>(b0);
+          vkCmdPushConstants(cb, pipe.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), &push);
+          vkCmdDispatch(cb, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+                        static_cast<uint32_t>(std::min<size_t>(nb - b0, lim[2])));
+        }
+        k0 += kpart;
+      } while (k0 < a.k);
     });
   }
 
@@ -502,23 +569,15 @@ class VulkanQueue : public Queue {
   // Per-launch objects, released on the completion thread once the GPU is done with them.
   struct LaunchResources {
     std::shared_ptr<LaneState> lane;
-    std::vector<std::unique_ptr<Allocation>> params;       // per dispatch
-    std::vector<std::pair<VkDescriptorPool, bool>> pools;  // (pool, recyclable)
-    std::vector<VkDescriptorSet> sets;
-    std::unique_ptr<Allocation> scratch;        // partials of a split reduction
+    std::vector<std::unique_ptr<Allocation>> params;  // params buffers, when not pushed
+    // Per dispatch (null: nothing bound); cached sets stay cached after the launch.
+    std::vector<std::shared_ptr<const vulkan::DescriptorSet>> sets;
+    std::shared_ptr<Allocation> scratch;        // partials of a split reduction
     std::vector<std::shared_ptr<void>> waited;  // lanes whose semaphores the submission waits on
     explicit LaunchResources(std::shared_ptr<LaneState> l) : lane(std::move(l)) {}
     ~LaunchResources() {  // on the completion thread, after the GPU is done with them
-      VkDevice d = lane->ctx->device();
+      sets.clear();
       std::lock_guard<std::mutex> lock(lane->mu);
-      for (auto& [p, recycle] : pools) {
-        if (recycle) {
-          vkResetDescriptorPool(d, p, 0);
-          lane->free_pools.push_back(p);
-        } else {
-          vkDestroyDescriptorPool(d, p, nullptr);
-        }
-      }
       for (auto& a : params)
         if (a->bytes == LaneState::kParamBytes) lane->free_params.push_back(std::move(a));
     }
@@ -576,7 +635,8 @@ class VulkanQueue : public Queue {
       throw_error("vulkan: kernel ", ir.name, " reduces ", reduced,
                   " elements per output, beyond the backend's 32-bit addressing");
     int64_t per_group = int64_t{sh.local_size} * sh.points_per_invocation;
-    int64_t total = sh.per_group ? points : (points + per_group - 1) / per_group;
+    int64_t needed = sh.per_group ? points : (points + per_group - 1) / per_group;
+    int64_t total = needed;
     // Shaders loop over points past the grid: a CPU device gets a few groups per core (each
     // workgroup is a task switch there); a GPU one group per point or per 64 points.
     // Reductions keep one workgroup per kept point: on lavapipe, 7 groups each looping over
@@ -592,6 +652,20 @@ class VulkanQueue : public Queue {
                   ctx_->label(), " can launch (", lim[0], " x ", lim[1], " x ", lim[2], ")");
     g[0] = static_cast<uint32_t>(gx), g[1] = static_cast<uint32_t>(gy);
     g[2] = static_cast<uint32_t>(gz);
+    // The longest loop of an invocation: the grid-stride loop, or a reduction's loop along its
+    // row. Kernels are built to stay far below the driver's limit (kMaxPart); one that would
+    // come near it (a row with runtime extents, several reduced axes that do not merge, grids
+    // forced small) raises instead of giving a result the driver cut short.
+    if (int64_t limit = ctx_->info().loop_limit) {
+      int64_t steps = (needed + gx * gy * gz - 1) / (gx * gy * gz);
+      if (sh.per_group) steps = std::max(steps, (reduced + sh.local_size - 1) / sh.local_size);
+      if (steps > limit / 2)
+        throw_error("vulkan: kernel ", ir.name, " would loop ", steps, " times in a shader on ",
+                    ctx_->label(), ", whose driver ends shader loops after ", limit,
+                    " iterations (llvmpipe), so its result would be wrong. Reductions with "
+                    "constant shapes are split into parts that fit; this one cannot be (runtime "
+                    "extents, or reduced axes that do not merge): run it on cpu");
+    }
     return true;
   }
 
@@ -639,46 +713,12 @@ class VulkanQueue : public Queue {
     std::memcpy(res.params.back()->mapped, words.data(), words.size() * 8);
   }
 
-  void bind(const Pipeline& k, const std::vector<VkBuffer>& bufs, LaunchResources& res) const {
-    VkDevice d = ctx_->device();
-    bool recycle = k.bindings <= LaneState::kDescriptors;
-    VkDescriptorPool pool = VK_NULL_HANDLE;
-    if (recycle) {
-      std::lock_guard<std::mutex> lock(lane_->mu);
-      if (!lane_->free_pools.empty()) {
-        pool = lane_->free_pools.back();
-        lane_->free_pools.pop_back();
-      }
-    }
-    if (!pool) {
-      VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                recycle ? LaneState::kDescriptors : k.bindings};
-      VkDescriptorPoolCreateInfo pi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-      pi.maxSets = 1;
-      pi.poolSizeCount = 1;
-      pi.pPoolSizes = &size;
-      check(vkCreateDescriptorPool(d, &pi, nullptr, &pool), "vkCreateDescriptorPool");
-    }
-    res.pools.push_back({pool, recycle});
-    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-    ai.descriptorPool = pool;
-    ai.descriptorSetCount = 1;
-    ai.pSetLayouts = &k.set_layout;
-    VkDescriptorSet set;
-    check(vkAllocateDescriptorSets(d, &ai, &set), "vkAllocateDescriptorSets");
-    res.sets.push_back(set);
-    std::vector<VkDescriptorBufferInfo> infos(k.bindings);
-    std::vector<VkWriteDescriptorSet> writes(k.bindings);
-    for (uint32_t i = 0; i < k.bindings; ++i) {
-      infos[i] = {i < bufs.size() ? bufs[i] : res.params.back()->buffer, 0, VK_WHOLE_SIZE};
-      writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-      writes[i].dstSet = set;
-      writes[i].dstBinding = i;
-      writes[i].descriptorCount = 1;
-      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[i].pBufferInfo = &infos[i];
-    }
-    vkUpdateDescriptorSets(d, k.bindings, writes.data(), 0, nullptr);
+  // The lane's scratch buffer for split-reduction partials, at least `bytes` large.
+  std::shared_ptr<Allocation> lane_scratch(size_t bytes) const {
+    std::lock_guard<std::mutex> lock(lane_->mu);
+    if (!lane_->scratch || lane_->scratch->bytes < bytes)
+      lane_->scratch = std::make_shared<Allocation>(ctx_, bytes, Allocation::Kind::Buffer);
+    return lane_->scratch;
   }
 
   // Records one command buffer (between full barriers), submits it after the lane's previous
