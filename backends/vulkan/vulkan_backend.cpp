@@ -355,33 +355,9 @@ class VulkanQueue : public Queue {
       ids.push_back(res->scratch->id);
       addresses.push_back(res->scratch->address);
     }
+    Operands ops{handles, ids, addresses, wide};
     std::vector<std::vector<int64_t>> pushed(n);  // push-constant words per stage
-    for (size_t i = 0; i < n; ++i) {
-      const Stage& st = stages[i];
-      size_t nb = st.ir.buffers.size();
-      std::vector<int64_t> words = launch_words(st.shader, args.params);
-      if (wide) {  // the addresses follow the params
-        words.resize(static_cast<size_t>(st.shader.address_slot));
-        for (size_t b = 0; b < nb; ++b) words.push_back(static_cast<int64_t>(addresses[b]));
-      }
-      std::vector<VkBuffer> bound;
-      std::vector<uint64_t> bound_ids;
-      if (!wide) {
-        bound.assign(handles.begin(), handles.begin() + static_cast<long>(nb));
-        bound_ids.assign(ids.begin(), ids.begin() + static_cast<long>(nb));
-      }
-      if (st.shader.push_words) {
-        words.resize(static_cast<size_t>(st.shader.push_words), 0);
-        pushed[i] = std::move(words);
-        res->sets.push_back(
-            bound.empty() ? nullptr : st.sets->get(ctx_, st.pipe->set_layout, bound, bound_ids));
-      } else {  // a params buffer of this launch: bound after the buffers, never cached
-        write_params(words, *res);
-        bound.push_back(res->params.back()->buffer);
-        res->sets.push_back(
-            std::make_shared<vulkan::DescriptorSet>(ctx_, st.pipe->set_layout, bound));
-      }
-    }
+    for (size_t i = 0; i < n; ++i) pushed[i] = bind_stage(stages[i], ops, args.params, *res);
     return submit(res, [&](VkCommandBuffer cb) {
       for (size_t i = 0; i < n; ++i) {
         if (i) full_barrier(cb);  // the combine reads what the parts wrote
@@ -711,6 +687,42 @@ class VulkanQueue : public Queue {
     if (!a) a = std::make_unique<Allocation>(ctx_, std::max(bytes, size_t{LaneState::kParamBytes}));
     res.params.push_back(std::move(a));
     std::memcpy(res.params.back()->mapped, words.data(), words.size() * 8);
+  }
+
+  // A launch's buffers: handles and allocation ids (the kernel's, then the scratch buffer), and
+  // their device addresses when they are reached by address.
+  struct Operands {
+    const std::vector<VkBuffer>& handles;
+    const std::vector<uint64_t>& ids;
+    const std::vector<VkDeviceAddress>& addresses;
+    bool wide;
+  };
+
+  // The descriptor set of one stage's dispatch (appended to res.sets; cached when its params
+  // are push constants) and the push-constant words it needs (none with a params buffer).
+  std::vector<int64_t> bind_stage(const Stage& st, const Operands& ops,
+                                  const std::vector<int64_t>& params, LaunchResources& res) const {
+    auto nb = static_cast<long>(st.ir.buffers.size());
+    std::vector<int64_t> words = launch_words(st.shader, params);
+    std::vector<VkBuffer> bound;
+    std::vector<uint64_t> bound_ids;
+    if (ops.wide) {  // the addresses follow the params; no buffer is bound
+      words.resize(static_cast<size_t>(st.shader.address_slot));
+      for (long b = 0; b < nb; ++b) words.push_back(static_cast<int64_t>(ops.addresses[b]));
+    } else {
+      bound.assign(ops.handles.begin(), ops.handles.begin() + nb);
+      bound_ids.assign(ops.ids.begin(), ops.ids.begin() + nb);
+    }
+    if (st.shader.push_words) {
+      words.resize(static_cast<size_t>(st.shader.push_words), 0);
+      res.sets.push_back(bound.empty() ? nullptr
+                                       : st.sets->get(ctx_, st.pipe->set_layout, bound, bound_ids));
+      return words;
+    }
+    write_params(words, res);  // bound after the buffers; the set is this launch's alone
+    bound.push_back(res.params.back()->buffer);
+    res.sets.push_back(std::make_shared<vulkan::DescriptorSet>(ctx_, st.pipe->set_layout, bound));
+    return {};
   }
 
   // The lane's scratch buffer for split-reduction partials, at least `bytes` large.
