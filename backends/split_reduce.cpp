@@ -18,7 +18,9 @@ bool all_constant(const Kernel& k) {
     if (!constant_map(b.map)) return false;
   for (const Value& v : k.body)
     if (v.kind == ValueKind::Index && !constant_map(v.map)) return false;
-  return !k.domain[0].is_runtime();
+  for (const Dim& d : k.domain)  // the kept extents size the scratch buffer
+    if (d.is_runtime()) return false;
+  return true;
 }
 
 // A map over [K..., elements first .. first + parts*len) as one over [K..., part, element].

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "backends/scalar_ops.h"
+#include "backends/split_reduce.h"
 #include "backends/vulkan/descriptors.h"
 #include "backends/vulkan/disk_cache.h"
 #include "backends/vulkan/glsl_codegen.h"
@@ -448,6 +449,7 @@ TEST_F(Vulkan, DescriptorSetsAreCachedByBufferIdentity) {
 // reductions (with their scratch buffer), against the reference.
 TEST_F(Vulkan, ParamsInABufferWhenPushConstantsDoNotFit) {
   setenv("KILN_VULKAN_PUSH_CONSTANTS", "0", 1);
+  auto before = vulkan::DescriptorCache::stats();
   Kernel ew = elementwise(
       {float32, float32},
       [](std::vector<int> in) {
@@ -467,6 +469,18 @@ TEST_F(Vulkan, ParamsInABufferWhenPushConstantsDoNotFit) {
   differential(full, {sample(float32, 100003, 6, false), Bytes(4)}, {Tolerance::Rel, 0, 1e-5, 1e-4},
                "split sum, params buffer");
   unsetenv("KILN_VULKAN_PUSH_CONSTANTS");
+  // Every launch above bound a params buffer: none went through the descriptor-set cache.
+  auto after = vulkan::DescriptorCache::stats();
+  EXPECT_EQ(after.hits + after.misses, before.hits + before.misses);
+  // A row reduction whose kept extent is a runtime Dim is not split (its scratch size would
+  // depend on the launch); only constant shapes are.
+  Kernel fixed = reduce_kernel(float32, ReduceOp::Sum, {2, 3, 1 << 20}, {2});
+  Kernel rt = fixed;
+  rt.domain[1] = Dim::runtime(0);
+  SplitOptions opt{64, 1 << 16, true};
+  opt.max_part = 1 << 19;
+  EXPECT_TRUE(split_long_rows(fixed, opt));
+  EXPECT_FALSE(split_long_rows(rt, opt));
 }
 
 // Contiguous element-wise kernels step 8 points through u64vec4 accesses on a CPU device and 4
