@@ -1,6 +1,8 @@
 # Thin wrapper: `make demo` and `make test` do all set-up on a fresh Debian 12 machine.
-# The checks CI runs beyond the tests (README "Checks"): sanitize, tsan, fuzz, format-check,
-# layer-check.
+# `make demo` builds only what the demo needs (library, backends, the kiln command); `make test`
+# builds everything and runs the tests with sampled sweeps; `make test-long` runs the sweeps in
+# full and the long tests. The checks CI runs beyond the tests (docs/development.md): test-long,
+# sanitize, tsan, fuzz, format-check, layer-check.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
@@ -17,7 +19,7 @@ SAN_CMAKE_FLAGS = -DKILN_WITH_OPENCL=OFF -DKILN_WITH_VULKAN=OFF -DCMAKE_BUILD_TY
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
   -DKILN_BUILD_BENCHMARKS=OFF
-ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1 \
+ASAN_ENV = KILN_TEST_LONG=1 ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1 \
   LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # Tests that run work on several threads or streams at once: std::thread, Meeting, ManyThreads,
@@ -27,7 +29,9 @@ TSAN_TESTS ?= ^(Async|Jobs|Streams|Executor|Placement|Profile|KernelCache|Compil
 TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tools/tsan.supp
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps configure build demo test bench bench-report clean sanitize tsan fuzz format format-check layer-check
+.PHONY: deps configure build cli demo test test-long bench bench-report install clean sanitize \
+  tsan fuzz format format-check layer-check
+PREFIX ?= $(BUILD)/install
 
 deps:
 	bash tools/install-deps.sh
@@ -38,15 +42,21 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The library, its backends and the `kiln` command: what `make demo` and `make bench` need.
+cli: configure
+	cmake --build $(BUILD) -j $(JOBS) --target kiln_cli
+
+# The demo, then a few cases of the bench on every device (the full quick suite: make bench).
+demo: cli
 	$(BUILD)/tools/kiln demo
 	mkdir -p $(BUILD)/bench
-	$(BUILD)/tools/kiln bench --suite quick --json $(BUILD)/bench/quick.json \
-	  --html $(BUILD)/bench/report.html
+	$(BUILD)/tools/kiln bench --suite demo --json $(BUILD)/bench/demo.json \
+	  --html $(BUILD)/bench/demo.html
+	@echo "make bench runs the full quick suite; make test builds and runs the tests"
 
 # The quick suite's report rendered by headless Chromium into $(BUILD)/bench/report.png, to look
 # at (Chromium comes from `tools/install-deps.sh --report`; nothing else needs it).
-bench-report: build
+bench-report: cli
 	bash tools/install-deps.sh --report
 	mkdir -p $(BUILD)/bench
 	$(BUILD)/tools/kiln bench --suite quick --json $(BUILD)/bench/quick.json \
@@ -56,11 +66,25 @@ bench-report: build
 	  --screenshot=$(abspath $(BUILD))/bench/report.png file://$(abspath $(BUILD))/bench/report.html
 	@echo "report: $(BUILD)/bench/report.html, screenshot: $(BUILD)/bench/report.png"
 
+# Every test, with a random sample of each long sweep (new seeds each run, printed on failure);
+# the ten slowest tests at the end.
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+	python3 tools/run-tests.py $(BUILD) --jobs $(JOBS)
 
-bench: build
-	$(BUILD)/benchmarks/bench_executor
+# The long sweeps in full (500 random graphs per device, 600 random kernels, every misuse case)
+# and the tests labelled long (the quick bench): what `make test` samples or leaves out.
+test-long: build
+	python3 tools/run-tests.py $(BUILD) --long --jobs $(JOBS)
+
+# The quick suite on every device, with its JSON and HTML report.
+bench: cli
+	mkdir -p $(BUILD)/bench
+	$(BUILD)/tools/kiln bench --suite quick --json $(BUILD)/bench/quick.json \
+	  --html $(BUILD)/bench/report.html $(BENCH_FLAGS)
+
+# Headers, the library, the kiln command and the CMake package (find_package(Kiln)) under PREFIX.
+install: cli
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

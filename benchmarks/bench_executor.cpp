@@ -9,9 +9,9 @@
 #include <map>
 #include <random>
 
+#include "executor/executor.h"
 #include "graph/device_hooks.h"
 #include "kiln.h"
-#include "scheduler/executor.h"
 
 namespace flow = oneapi::tbb::flow;
 using namespace kiln;

@@ -18,9 +18,9 @@
 #include <memory>
 #include <string>
 
+#include "executor/executor.h"
 #include "jax_peer.h"
 #include "kiln.h"
-#include "scheduler/executor.h"
 #ifdef KILN_HAVE_CPU_BACKEND
 #include "backends/cpu/buffer_pool.h"
 #endif

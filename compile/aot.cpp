@@ -7,9 +7,9 @@
 
 #include "compile/aot_state.h"
 #include "compile/graph_walk.h"
+#include "executor/executor.h"
 #include "graph/error.h"
 #include "graph/trace_state.h"
-#include "scheduler/executor.h"
 
 namespace kiln {
 

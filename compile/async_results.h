@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
+#include "executor/executor.h"
 #include "graph/array.h"
 #include "graph/pending.h"
-#include "scheduler/executor.h"
 
 namespace kiln {
 

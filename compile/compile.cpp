@@ -16,10 +16,10 @@
 #include "compile/rules.h"
 #include "compile/shapes.h"
 #include "compile/trace_cache.h"
+#include "executor/executor.h"
+#include "executor/lanes.h"
 #include "graph/array_node.h"
 #include "graph/trace_state.h"
-#include "scheduler/executor.h"
-#include "scheduler/lanes.h"
 
 namespace kiln {
 

@@ -8,9 +8,9 @@
 #include "compile/async_results.h"
 #include "compile/graph_walk.h"
 #include "compile/lower.h"
+#include "executor/executor.h"
 #include "graph/array_node.h"
 #include "graph/trace_state.h"
-#include "scheduler/executor.h"
 
 namespace kiln {
 

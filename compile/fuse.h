@@ -12,8 +12,8 @@
 
 #include "backends/kernel_ir.h"
 #include "compile/fusion_plan.h"
+#include "executor/plan.h"
 #include "graph/array.h"
-#include "scheduler/plan.h"
 
 namespace kiln {
 

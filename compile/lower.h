@@ -5,8 +5,8 @@
 
 #include <vector>
 
+#include "executor/plan.h"
 #include "graph/array.h"
-#include "scheduler/plan.h"
 
 namespace kiln {
 

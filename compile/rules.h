@@ -1,10 +1,11 @@
-// What Kiln knows about each primitive beyond its record in the graph, one table entry per Op:
-// its shape rule (shapeless replay), whether it replays for any rank, how fusion reads and emits
-// it inside a kernel, the launch values of its kernel alone, its algebraic simplifications and
-// its derivative and batching rules (the transforms). Each family fills its entries in one file
-// under compile/rules/, and the passes, fusion and transforms only ask the table, so a new
-// primitive is its Op (graph/primitives.h, its op in graph/ops.h), one rules entry and its tests
-// (and, for a new scalar function, its line in backends/scalar_ops.h and each backend's renderer).
+// What compile knows about each primitive beyond its record in the graph, one table entry per
+// Op: its shape rule (shapeless replay), whether it replays for any rank, how fusion reads and
+// emits it inside a kernel, the launch values of its kernel alone and its algebraic
+// simplifications. Each family fills its entries in one file under compile/rules/, and the
+// passes and fusion only ask the table. Derivative and batching rules are the transforms' own
+// table (transforms/rules.h). A new primitive is its Op (graph/primitives.h, its op in
+// graph/ops.h), an entry in each table and its tests (and, for a new scalar function, its line
+// in backends/scalar_ops.h and each backend's renderer).
 #pragma once
 
 #include <optional>
@@ -15,14 +16,6 @@
 #include "graph/array_node.h"
 
 namespace kiln {
-
-// A value inside vmap: `mapped` says whether axis 0 is the mapped axis.
-struct Batched {
-  Array value;
-  bool mapped = false;
-};
-
-using MaybeArray = std::optional<Array>;
 
 // What a simplification rule may ask about the node `node` it simplifies (compile/passes.cpp
 // builds one per node).
@@ -68,14 +61,6 @@ struct PrimitiveRules {
   // An equivalent, simpler value for the node `a` (x * 1 is x), or nullopt; nullptr: none.
   // compile/passes.cpp asks after rewriting the node's inputs, before folding and CSE.
   std::optional<Array> (*simplify)(const Array& a, const SimplifyContext& cx) = nullptr;
-  // Reverse mode: the cotangent of each input, given the node `n` (output `out`) and the
-  // output's cotangent `ct`; nullopt for an input with no derivative.
-  std::vector<MaybeArray> (*vjp)(const ArrayNode& n, const Array& out, const Array& ct) = nullptr;
-  // Forward mode: the output's tangent given each input's (nullopt: zero); nullopt for zero.
-  MaybeArray (*jvp)(const ArrayNode& n, const Array& out,
-                    const std::vector<MaybeArray>& tangents) = nullptr;
-  // Batching: the node applied to inputs some of which carry a leading mapped axis of `size`.
-  Batched (*vmap)(const ArrayNode& n, const std::vector<Batched>& inputs, int64_t size) = nullptr;
 };
 
 const PrimitiveRules& rules(Op op);
@@ -91,25 +76,13 @@ extern const PrimitiveRules kFullRules, kArangeRules, kRandomRules;
 
 // Helpers the rules share (compile/rules/common.cpp).
 namespace rule {
-// Sums `g` (of a broadcast result's shape) down to `shape`, the shape an input had before
-// implicit broadcasting.
-Array unbroadcast(const Array& g, const Shape& shape);
 // A copy of `n` with new inputs and shape (same op, params, dtype and stream).
 Array remake(const ArrayNode& n, Shape shape, std::vector<Array> inputs, Params p);
-// A mapped value with unit axes inserted after the mapped axis, so that its unmapped part has
-// `rank` axes and it broadcasts against unmapped values by NumPy's trailing alignment.
-Array align_mapped(const Batched& b, int rank);
-// The mapped value of `b`: itself, or an unmapped value broadcast along a new leading axis.
-Array materialize(const Batched& b, int64_t size);
-Shape prepend(int64_t size, const Shape& s);
-bool differentiable(Dtype d);  // floating-point: cotangents and tangents flow through it
 // Raises the error of a shapeless trace whose node `n` fixed a shape the new inputs break.
 [[noreturn]] void baked(const ArrayNode& n, const std::string& what);
 // The input view of element-wise ops and broadcast_to: `v` broadcast back to input i's shape.
 std::optional<View> broadcast_view(const ArrayNode& n, size_t i, const View& v);
 std::optional<View> no_view(const ArrayNode& n, size_t i, const View& v);
-// Zeros standing for "no derivative" where a value is required.
-Array zeros_for(const Array& like);
 }  // namespace rule
 
 }  // namespace kiln

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "compile/compile.h"
+#include "executor/plan.h"
 #include "graph/array_node.h"
-#include "scheduler/plan.h"
 
 namespace kiln {
 
@@ -55,7 +55,7 @@ struct Entry {
 
 // Runs a lowering with `inputs` (call arguments, then captured state) bound to its plan inputs,
 // the captured constants after them; outputs live on the lanes that made them. Returns once
-// the plan is submitted (scheduler/executor.h execute_async): the outputs are in flight until
+// the plan is submitted (executor/executor.h execute_async): the outputs are in flight until
 // it completes, and eval, item() and to_vector() wait for them. Inputs still in flight are
 // waited for first. `before_submit` sees the outputs before the plan is submitted (compile
 // writes captured state back there): with the old state arrays gone and `inputs` dropped, the

@@ -10,9 +10,9 @@
 #include <chrono>
 #include <thread>
 
+#include "executor/cancel.h"
 #include "graph/array_node.h"
 #include "kiln.h"
-#include "scheduler/cancel.h"
 #include "test_backends.h"
 
 namespace kiln {
@@ -309,7 +309,7 @@ TEST(Async, AsyncEvalInsideGradKeepsTheGraph) {
   EXPECT_EQ(g, (std::vector<float>{6, 12, 18}));
 }
 
-// The exit rule (scheduler/lane_worker.cpp): a process that returns from main with compiled
+// The exit rule (executor/lane_worker.cpp): a process that returns from main with compiled
 // calls still queued on a cpu stream ends cleanly, neither hanging on a worker nor crashing in
 // one that runs while static destructors tear the process down. Before the rule this hung or
 // crashed in one run out of a few; the child repeats the pattern to make that likely.

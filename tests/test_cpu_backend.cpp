@@ -32,6 +32,7 @@
 #include "backends/split_reduce.h"
 #include "kernel_diff.h"
 #include "kiln.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
@@ -573,12 +574,12 @@ class KernelGen {
 };
 
 TEST(CpuBackend, RandomKernelsMatchReference) {
-  uint64_t base = 20240601;
-  if (const char* s = std::getenv("KILN_TEST_SEED")) base = std::strtoull(s, nullptr, 10);
-  const int kCases = 600;
+  test::Sweep sw = test::sweep(20240601, 600, 150);
+  SCOPED_TRACE(sw.trace);
+  const int kCases = sw.count;
   int reductions = 0, runtime = 0;
   for (int i = 0; i < kCases; ++i) {
-    uint64_t seed = base + i;
+    uint64_t seed = sw.first + i;
     KernelGen::Case c = KernelGen(seed).make();
     if (std::getenv("KILN_TEST_VERBOSE"))
       std::fprintf(stderr, "seed %llu\n%s", static_cast<unsigned long long>(seed),

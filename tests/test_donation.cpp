@@ -1,9 +1,9 @@
 // Buffer donation: a compiled function's captured state outputs are written into the old
-// state's buffers when nothing outside the call can still read them (scheduler/donation.cpp
+// state's buffers when nothing outside the call can still read them (executor/donation.cpp
 // chooses where it is safe, the executor checks at each call that the caller let go).
 #include "compile/aot.h"
+#include "executor/executor.h"
 #include "graph/array_node.h"
-#include "scheduler/executor.h"
 #include "test_backends.h"
 #include "test_util.h"
 

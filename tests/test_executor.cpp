@@ -5,7 +5,7 @@
 #include <random>
 #include <thread>
 
-#include "scheduler/executor.h"
+#include "executor/executor.h"
 #include "test_backends.h"
 #include "test_util.h"
 

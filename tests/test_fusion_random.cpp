@@ -244,7 +244,9 @@ void run_programs(const Device& under_test, int count, double base_tol, bool com
 // value is rounded to its dtype at every op in both, so results agree exactly. (Programs using
 // float16/bfloat16 are skipped here: see run_programs.)
 TEST(FusionRandom, CompiledMatchesEagerOnReference) {
-  run_programs(device("reference"), 500, 0, false);
+  test::Sweep sw = test::sweep(1, 500, 150);
+  SCOPED_TRACE(sw.trace);
+  run_programs(device("reference"), sw.count, 0, false, static_cast<unsigned>(sw.first));
 }
 
 // Fused kernels JIT-compiled for the cpu backend against the same fused program on the
@@ -256,9 +258,11 @@ TEST(FusionRandom, CompiledMatchesEagerOnReference) {
 // ulp of their type when they do (2^-11, 2^-8): programs using them allow 4e-3 / 3e-2.
 TEST(FusionRandom, CompiledOnCpuMatchesReference) {
   if (!test::backend_available("cpu")) GTEST_SKIP() << "the cpu backend is not built";
-  // 300 programs: with eleven dtypes nearly every program compiles new kernels (~4.5 of them,
-  // ~15 ms of LLVM each on a cold cache); the reference run above covers 500.
-  run_programs(device("cpu"), 300, 2e-4, true);
+  // 300 programs in full: with eleven dtypes nearly every program compiles new kernels (~4.5 of
+  // them, ~15 ms of LLVM each on a cold cache); the reference run above covers 500.
+  test::Sweep sw = test::sweep(1, 300, 80);
+  SCOPED_TRACE(sw.trace);
+  run_programs(device("cpu"), sw.count, 2e-4, true, static_cast<unsigned>(sw.first));
 }
 
 // The planner's own promises, checked on the random programs with tight buffer bounds (so the
@@ -331,22 +335,25 @@ inline int64_t vulkan_validation_messages() { return 0; }
 TEST(FusionRandom, CompiledOnVulkanMatchesReference) {
   if (!test::backend_available("vulkan")) GTEST_SKIP() << "no usable vulkan device";
   int64_t messages = vulkan_validation_messages();  // the layer is on in tests (CMakeLists)
-  run_programs(device("vulkan"), 500, 2e-4, true);
+  test::Sweep sw = test::sweep(1, 500, 60);
+  SCOPED_TRACE(sw.trace);
+  run_programs(device("vulkan"), sw.count, 2e-4, true, static_cast<unsigned>(sw.first));
   EXPECT_EQ(vulkan_validation_messages(), messages) << "validation problems (printed above)";
 }
 
 // Fused kernels compiled to OpenCL C (PoCL here) against the same fused program on the
 // reference interpreter, with the cpu backend's tolerances (OpenCL's float32 builtins are
-// within a few ulp; the work-group trees reassociate float sums). 500 programs (~4.5 kernels
-// each; KILN_OPENCL_RANDOM_GRAPHS changes the total) in three shards, so that ctest runs them
-// on separate cores: a cold PoCL build costs ~1.5 s per program (~4 min per shard on a cold
-// cache), and the program caches make later runs take seconds.
+// within a few ulp; the work-group trees reassociate float sums). 500 programs under long tests
+// (~4.5 kernels each; KILN_OPENCL_RANDOM_GRAPHS changes the total), a random sample otherwise,
+// in three shards, so that ctest runs them on separate cores: a cold PoCL build costs ~1.5 s
+// per program (~4 min per shard of the full sweep on a cold cache).
 void run_opencl_shard(int shard) {
   if (!test::backend_available("opencl")) GTEST_SKIP() << "no usable OpenCL device";
-  int total = 500;
-  if (const char* e = std::getenv("KILN_OPENCL_RANDOM_GRAPHS")) total = std::atoi(e);
-  int begin = total * shard / 3, end = total * (shard + 1) / 3;
-  run_programs(device("opencl"), end - begin, 2e-4, true, static_cast<unsigned>(begin + 1));
+  test::Sweep sw = test::sweep(1, 500, 36);
+  if (const char* e = std::getenv("KILN_OPENCL_RANDOM_GRAPHS")) sw.count = std::atoi(e);
+  SCOPED_TRACE(sw.trace);
+  int begin = sw.count * shard / 3, end = sw.count * (shard + 1) / 3;
+  run_programs(device("opencl"), end - begin, 2e-4, true, static_cast<unsigned>(sw.first + begin));
 }
 
 TEST(FusionRandom, CompiledOnOpenclMatchesReference) { run_opencl_shard(0); }

@@ -7,7 +7,10 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstdlib>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -37,6 +40,38 @@ inline bool backend_available(const std::string& backend) {
   for (const DeviceInfo& d : devices())
     if (d.device.backend == backend && d.available) return true;
   return false;
+}
+
+// Whether this is `make test-long` (KILN_TEST_LONG=1): every sweep runs in full. `make test`
+// runs a random sample of each instead, with new seeds every run.
+inline bool long_tests() {
+  const char* e = std::getenv("KILN_TEST_LONG");
+  return e && *e && std::string(e) != "0";
+}
+
+// The seeds one sweep runs: [first, first + count). Under long tests the whole fixed range
+// (from `fixed_first`, `full` seeds); otherwise `sample` seeds from a random start, so that
+// repeated runs cover different programs. KILN_TEST_SEED=<first> replays a run (and its count
+// follows the mode). `trace` says how to replay, for SCOPED_TRACE: gtest prints it with every
+// failure of the test.
+struct Sweep {
+  uint64_t first = 0;
+  int count = 0;
+  std::string trace;
+};
+inline Sweep sweep(uint64_t fixed_first, int full, int sample) {
+  Sweep s;
+  s.count = long_tests() ? full : sample;
+  if (const char* e = std::getenv("KILN_TEST_SEED"); e && *e)
+    s.first = std::strtoull(e, nullptr, 10);
+  else if (long_tests())
+    s.first = fixed_first;
+  else
+    s.first = std::random_device{}() % 1000000000u + 1;
+  s.trace = "seeds " + std::to_string(s.first) + ".." + std::to_string(s.first + s.count - 1) +
+            "; replay with KILN_TEST_SEED=" + std::to_string(s.first) +
+            (long_tests() ? " KILN_TEST_LONG=1" : "");
+  return s;
 }
 
 // Runs `f` and checks it raises kiln::Error whose message contains every one of `parts`.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails when a Kiln source file includes a header from a later layer.
 
-Layers, lowest first: graph, backends, scheduler, compile, tools. A file may include its own
+Layers, lowest first: graph, backends, executor, compile, transforms, nn, scheduler, tools. A file may include its own
 layer and earlier ones. kiln.h (the public umbrella, at the root) may include every layer, and
 only tools may include it. tests/, benchmarks/ and examples/ may include anything.
 Every violation is printed as file:line with the rule it breaks; the exit status is 1 if any.
@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 
-LAYERS = ["graph", "backends", "scheduler", "compile", "tools"]
+LAYERS = ["graph", "backends", "executor", "compile", "transforms", "nn", "scheduler", "tools"]
 UMBRELLA = "kiln.h"
 FREE = {"tests", "benchmarks", "examples"}
 SOURCE_EXTS = (".h", ".hpp", ".cpp", ".cc", ".c", ".inc")
@@ -25,7 +25,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]')
 def rank(rel):
     """The layer rank of a repo-relative path, 'free', or None when outside every layer."""
     if rel == UMBRELLA:
-        return LAYERS.index("compile") + 0.5  # above every library layer, below tools
+        return LAYERS.index("tools") - 0.5  # above every library layer, below tools
     top = rel.split("/", 1)[0]
     if top in FREE:
         return "free"
@@ -35,7 +35,7 @@ def rank(rel):
 
 
 def describe(r):
-    if r == LAYERS.index("compile") + 0.5:
+    if r == LAYERS.index("tools") - 0.5:
         return "the umbrella kiln.h"
     return "layer '%s'" % LAYERS[r]
 
@@ -102,8 +102,15 @@ def self_test():
                    "kiln.h": '#include "compile/c.h"\n', "compile/c.h": "",
                    "tools/t.cpp": '#include "kiln.h"\n',
                    "tests/x.cpp": '#include "tools/t.h"\n', "tools/t.h": ""}, []),
-        "upward": ({"graph/a.cpp": '#include <map>\n\n#include "scheduler/s.h"\n',
-                    "scheduler/s.h": ""}, ["graph/a.cpp:3:", "layer 'scheduler'"]),
+        "upward": ({"graph/a.cpp": '#include <map>\n\n#include "executor/s.h"\n',
+                    "executor/s.h": ""}, ["graph/a.cpp:3:", "layer 'executor'"]),
+        "transforms below nn": ({"transforms/t.cpp": '#include "nn/n.h"\n', "nn/n.h": ""},
+                                ["transforms/t.cpp:1:", "layer 'nn'"]),
+        "compile below transforms": ({"compile/c.cpp": '#include "transforms/r.h"\n',
+                                      "transforms/r.h": ""},
+                                     ["compile/c.cpp:1:", "layer 'transforms'"]),
+        "jobs above nn": ({"scheduler/j.cpp": '#include "nn/n.h"\n#include "compile/c.h"\n',
+                           "nn/n.h": "", "compile/c.h": ""}, []),
         "relative": ({"backends/cpu/x.cpp": '#include "../../compile/c.h"\n',
                       "compile/c.h": ""}, ["backends/cpu/x.cpp:1:", "layer 'compile'"]),
         "umbrella": ({"compile/c.cpp": '#include "kiln.h"\n', "kiln.h": ""},

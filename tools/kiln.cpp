@@ -302,8 +302,8 @@ int main(int argc, char** argv) {
   demo->add_option("--trace", trace, "write a Chrome trace of the demo's tasks to this file");
   auto* bench = app.add_subcommand("bench", "run the benchmark suite on every device");
   BenchArgs ba;
-  bench->add_option("--suite", ba.suite, "quick (under 2 minutes) or standard")
-      ->check(CLI::IsMember({"quick", "standard"}));
+  bench->add_option("--suite", ba.suite, "demo (seconds), quick (under 2 minutes) or standard")
+      ->check(CLI::IsMember({"demo", "quick", "standard"}));
   bench->add_option("--devices", ba.devices, "all, or a list such as cpu,reference");
   bench->add_option("--json", ba.json, "write the results as JSON (schema kiln-bench/1)");
   bench->add_option("--html", ba.html, "write a self-contained HTML report with charts");

@@ -1,6 +1,4 @@
-// Helpers the per-family rules share, and the table from Op to its family's rules.
-#include <numeric>
-
+// Helpers the per-family compile rules share, and the table from Op to its family's rules.
 #include "compile/rules.h"
 #include "graph/ops.h"
 
@@ -31,40 +29,8 @@ const PrimitiveRules& rules(Op op) {
 
 namespace rule {
 
-Array unbroadcast(const Array& g, const Shape& shape) {
-  if (g.shape() == shape) return g;
-  int lead = g.ndim() - static_cast<int>(shape.size());
-  std::vector<int> axes(lead);
-  std::iota(axes.begin(), axes.end(), 0);
-  for (size_t i = 0; i < shape.size(); ++i)
-    if (shape[i] == 1 && g.shape()[lead + i] != 1) axes.push_back(lead + static_cast<int>(i));
-  Array r = axes.empty() ? g : sum(g, axes, true);
-  return reshape(r, shape);
-}
-
 Array remake(const ArrayNode& n, Shape shape, std::vector<Array> inputs, Params p) {
   return make_array(std::move(shape), n.dtype, n.op, std::move(p), std::move(inputs), n.stream);
-}
-
-Array align_mapped(const Batched& b, int rank) {
-  const Shape& s = b.value.shape();
-  int have = static_cast<int>(s.size()) - 1;
-  if (!b.mapped || have >= rank) return b.value;
-  Shape out{s[0]};
-  out.insert(out.end(), rank - have, 1);
-  out.insert(out.end(), s.begin() + 1, s.end());
-  return reshape(b.value, out);
-}
-
-Array materialize(const Batched& b, int64_t size) {
-  if (b.mapped) return b.value;
-  return broadcast_to(expand_dims(b.value, 0), prepend(size, b.value.shape()));
-}
-
-Shape prepend(int64_t size, const Shape& s) {
-  Shape out{size};
-  out.insert(out.end(), s.begin(), s.end());
-  return out;
 }
 
 void baked(const ArrayNode& n, const std::string& what) {
@@ -79,10 +45,6 @@ std::optional<View> broadcast_view(const ArrayNode& n, size_t i, const View& v) 
 }
 
 std::optional<View> no_view(const ArrayNode&, size_t, const View&) { return std::nullopt; }
-
-bool differentiable(Dtype d) { return d.is_float(); }
-
-Array zeros_for(const Array& like) { return zeros(like.shape(), like.dtype()); }
 
 }  // namespace rule
 }  // namespace kiln

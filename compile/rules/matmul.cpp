@@ -1,7 +1,6 @@
-// Rules of matmul. The primitive's operands are at least 2-D (ops.cpp promotes 1-D operands
-// and squeezes the result), with NumPy batch broadcasting; cotangents sum over the batch axes an
-// operand was broadcast along. The simplifier rewrites a @ b as (b^T @ a^T)^T where that
-// stores fewer transposed bytes.
+// Compile rules of matmul. The primitive's operands are at least 2-D (ops.cpp promotes 1-D
+// operands and squeezes the result), with NumPy batch broadcasting. The simplifier rewrites a @ b
+// as (b^T @ a^T)^T where that stores fewer transposed bytes.
 #include <numeric>
 
 #include "compile/rules.h"
@@ -10,8 +9,6 @@
 namespace kiln {
 
 namespace {
-
-using rule::differentiable;
 
 Shape matmul_shape(const ArrayNode&, const std::vector<Array>& in) {
   const Shape &a = in[0].shape(), &b = in[1].shape();
@@ -22,27 +19,6 @@ Shape matmul_shape(const ArrayNode&, const std::vector<Array>& in) {
   out.push_back(a[a.size() - 2]);
   out.push_back(b.back());
   return out;
-}
-
-std::vector<MaybeArray> matmul_vjp(const ArrayNode& n, const Array&, const Array& ct) {
-  if (!differentiable(n.dtype)) return {std::nullopt, std::nullopt};
-  const Array &a = n.inputs[0], &b = n.inputs[1];
-  return {rule::unbroadcast(matmul(ct, swapaxes(b, -1, -2)), a.shape()),
-          rule::unbroadcast(matmul(swapaxes(a, -1, -2), ct), b.shape())};
-}
-
-MaybeArray matmul_jvp(const ArrayNode& n, const Array&, const std::vector<MaybeArray>& t) {
-  if (!differentiable(n.dtype) || (!t[0] && !t[1])) return std::nullopt;
-  MaybeArray r;
-  if (t[0]) r = matmul(*t[0], n.inputs[1]);
-  if (t[1]) r = r ? *r + matmul(n.inputs[0], *t[1]) : matmul(n.inputs[0], *t[1]);
-  return r;
-}
-
-Batched matmul_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t) {
-  int rank = static_cast<int>(n.shape.size());
-  std::vector<Array> x{rule::align_mapped(in[0], rank), rule::align_mapped(in[1], rank)};
-  return {rule::remake(n, matmul_shape(n, x), x, n.params), true};
 }
 
 // Whether `x` is a transpose of its input's last two axes only.
@@ -87,11 +63,7 @@ std::optional<Array> matmul_simplify(const Array& m, const SimplifyContext& cx) 
 
 }  // namespace
 
-const PrimitiveRules kMatmulRules{.shape = matmul_shape,
-                                  .input_view = rule::no_view,
-                                  .simplify = matmul_simplify,
-                                  .vjp = matmul_vjp,
-                                  .jvp = matmul_jvp,
-                                  .vmap = matmul_vmap};
+const PrimitiveRules kMatmulRules{
+    .shape = matmul_shape, .input_view = rule::no_view, .simplify = matmul_simplify};
 
 }  // namespace kiln

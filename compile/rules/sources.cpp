@@ -1,6 +1,5 @@
-// Rules of the primitives without inputs: constants, placeholders, fills, aranges and random
-// draws. They have no derivative with respect to anything (a random draw's cotangent is zero:
-// its key is not differentiable) and never carry a mapped axis.
+// Compile rules of the primitives without inputs: constants, placeholders, fills, aranges and
+// random draws.
 #include "compile/rules.h"
 
 namespace kiln {
@@ -58,53 +57,29 @@ std::vector<int64_t> random_launch(const ArrayNode& n) {
 
 Shape own_shape(const ArrayNode& n, const std::vector<Array>&) { return n.shape; }
 
-std::vector<MaybeArray> no_vjp(const ArrayNode&, const Array&, const Array&) { return {}; }
-
-MaybeArray no_jvp(const ArrayNode&, const Array&, const std::vector<MaybeArray>&) {
-  return std::nullopt;
-}
-
-Batched no_vmap(const ArrayNode& n, const std::vector<Batched>&, int64_t) {
-  throw_error("internal: vmap asked to batch ", primitive_name(n.op, n.params),
-              ", which has no inputs");
-}
-
 }  // namespace
 
 // Constants and placeholders are always buffers (leaves): fusion never emits them inline.
-const PrimitiveRules kSourceRules{.shape = own_shape,
-                                  .any_rank = true,
-                                  .input_view = rule::no_view,
-                                  .vjp = no_vjp,
-                                  .jvp = no_jvp,
-                                  .vmap = no_vmap};
+const PrimitiveRules kSourceRules{
+    .shape = own_shape, .any_rank = true, .input_view = rule::no_view};
 // Fills, aranges and draws are computed inline from launch values and the index.
 const PrimitiveRules kFullRules{.shape = own_shape,
                                 .any_rank = true,
                                 .fuses_inline = true,
                                 .input_view = rule::no_view,
                                 .emit = full_emit,
-                                .launch_values = full_launch,
-                                .vjp = no_vjp,
-                                .jvp = no_jvp,
-                                .vmap = no_vmap};
+                                .launch_values = full_launch};
 const PrimitiveRules kArangeRules{.shape = own_shape,
                                   .any_rank = true,
                                   .fuses_inline = true,
                                   .input_view = rule::no_view,
                                   .emit = arange_emit,
-                                  .launch_values = arange_launch,
-                                  .vjp = no_vjp,
-                                  .jvp = no_jvp,
-                                  .vmap = no_vmap};
+                                  .launch_values = arange_launch};
 const PrimitiveRules kRandomRules{.shape = own_shape,
                                   .any_rank = true,
                                   .fuses_inline = true,
                                   .input_view = rule::no_view,
                                   .emit = random_emit,
-                                  .launch_values = random_launch,
-                                  .vjp = no_vjp,
-                                  .jvp = no_jvp,
-                                  .vmap = no_vmap};
+                                  .launch_values = random_launch};
 
 }  // namespace kiln

@@ -184,9 +184,24 @@ const char* bound_name(Bound b) {
   return "none";
 }
 
+// `make demo`'s taste of the suite: one element-wise, one row-wise, one matmul and the
+// dispatch case, small enough that every device (the reference interpreter included) finishes
+// in seconds. The same report as the others.
+std::vector<Case> demo_suite() {
+  return {
+      rowwise("gelu", 256, 1024, 2, [](const std::vector<Array>& in) { return one(gelu(in[0])); }),
+      rowwise("softmax", 256, 1024, 2,
+              [](const std::vector<Array>& in) { return one(softmax(in[0], -1)); }),
+      mlp(16, 128, 512),
+      dispatch(),
+  };
+}
+
 std::vector<Case> suite(const std::string& name) {
+  if (name == "demo") return demo_suite();
   if (name != "quick" && name != "standard")
-    throw Error("kiln bench: unknown suite '" + name + "'; the suites are quick and standard");
+    throw Error("kiln bench: unknown suite '" + name +
+                "'; the suites are demo, quick and standard");
   bool q = name == "quick";
   int64_t n = q ? 1 << 20 : 1 << 24;  // elements of the element-wise cases
   int64_t rows = q ? 1024 : 4096, cols = 1024;
@@ -226,7 +241,9 @@ std::vector<Result> run(const std::vector<Case>& cases, const Options& options, 
     for (const DeviceInfo& d : devices())
       if (d.available) devs.push_back(d.device);
   double budget = options.seconds_per_case > 0 ? options.seconds_per_case
-                                               : (options.suite == "quick" ? 0.25 : 1.0);
+                  : options.suite == "demo"    ? 0.1
+                  : options.suite == "quick"   ? 0.25
+                                               : 1.0;
   size_t total = 0, done = 0;
   for (const Case& c : cases) total += devs.size() * (size_t(c.eager) + size_t(c.compiled));
   std::vector<Result> results;

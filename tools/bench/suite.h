@@ -55,7 +55,7 @@ struct Machine {
 };
 
 struct Options {
-  std::string suite = "quick";  // quick | standard
+  std::string suite = "quick";  // demo | quick | standard
   std::vector<Device> devices;  // every available one when empty
   double seconds_per_case = 0;  // per case, device and mode; 0: the suite's default
 };

@@ -1,0 +1,37 @@
+// Transform rules of matmul: cotangents sum over the batch axes an operand was broadcast along.
+#include "compile/rules.h"
+#include "graph/ops.h"
+#include "transforms/rules.h"
+
+namespace kiln {
+
+namespace {
+
+using rule::differentiable;
+
+std::vector<MaybeArray> matmul_vjp(const ArrayNode& n, const Array&, const Array& ct) {
+  if (!differentiable(n.dtype)) return {std::nullopt, std::nullopt};
+  const Array &a = n.inputs[0], &b = n.inputs[1];
+  return {rule::unbroadcast(matmul(ct, swapaxes(b, -1, -2)), a.shape()),
+          rule::unbroadcast(matmul(swapaxes(a, -1, -2), ct), b.shape())};
+}
+
+MaybeArray matmul_jvp(const ArrayNode& n, const Array&, const std::vector<MaybeArray>& t) {
+  if (!differentiable(n.dtype) || (!t[0] && !t[1])) return std::nullopt;
+  MaybeArray r;
+  if (t[0]) r = matmul(*t[0], n.inputs[1]);
+  if (t[1]) r = r ? *r + matmul(n.inputs[0], *t[1]) : matmul(n.inputs[0], *t[1]);
+  return r;
+}
+
+Batched matmul_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t) {
+  int rank = static_cast<int>(n.shape.size());
+  std::vector<Array> x{rule::align_mapped(in[0], rank), rule::align_mapped(in[1], rank)};
+  return {rule::remake(n, rules(Op::Matmul).shape(n, x), x, n.params), true};
+}
+
+}  // namespace
+
+const TransformRules kMatmulTransforms{.vjp = matmul_vjp, .jvp = matmul_jvp, .vmap = matmul_vmap};
+
+}  // namespace kiln
