@@ -52,7 +52,7 @@ def parse_blocks(md_text):
     blocks, lines, i = [], md_text.split("\n"), 0
     while i < len(lines):
         m = FENCE.match(lines[i])
-        if not m:
+        if not m or (m.group(2)[0] == "`" and "`" in m.group(3)):  # CommonMark: not a fence
             i += 1
             continue
         fence, info = m.group(2), m.group(3).strip()
@@ -168,7 +168,9 @@ bool line_matches(const std::string& expected, const std::string& actual) {
   for (size_t i = 0; i < e.size(); ++i) {
     double x, y;
     if (number(e[i], &x) && number(a[i], &y)) {
-      if (!(std::fabs(x - y) <= 1e-4 * std::fmax(std::fabs(x), std::fabs(y)) + 1e-9)) return false;
+      if (std::isnan(x) || std::isnan(y)) {
+        if (std::isnan(x) != std::isnan(y)) return false;
+      } else if (x != y && !(std::fabs(x - y) <= 1e-4 * std::fmax(std::fabs(x), std::fabs(y)) + 1e-9)) return false;
     } else if (e[i] != a[i]) {
       return false;
     }
