@@ -257,6 +257,45 @@ int main(int argc, char** argv) {
 """
 
 
+def closing_brace(text, open_pos):
+    """The index of the brace closing the one at open_pos, skipping literals and comments."""
+    depth, i, n = 0, open_pos, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            i = text.find("\n", i)
+            if i < 0:
+                break
+        elif text.startswith("/*", i):
+            i = text.find("*/", i) + 1
+            if i <= 0:
+                break
+        elif c in "\"'":
+            i += 1
+            while i < n and text[i] != c:
+                i += 2 if text[i] == "\\" else 1
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def as_function(text):
+    """A whole program's `int main()` renamed snippet_main, with `return 0;` added before its
+    closing brace (main alone may flow off its end). Line numbers are kept."""
+    m = MAIN.search(text)
+    brace = text.find("{", m.end())
+    end = closing_brace(text, brace) if brace >= 0 else -1
+    if end < 0:
+        return None
+    text = text[:end] + "return 0; " + text[end:]
+    return MAIN.sub(lambda x: x.group(0).replace("main", "snippet_main", 1), text, count=1)
+
+
 def generate(md_path, name, snippets):
     includes, seen = [], set()
     parts = []
@@ -274,7 +313,9 @@ def generate(md_path, name, snippets):
         text = "\n".join(code)
         line_dir = f'#line {s.block.line} "{md_path}"'
         if s.whole:
-            text = MAIN.sub("int snippet_main()", text, count=1)
+            text = as_function(text)
+            if text is None:
+                raise SystemExit(f"{md_path}:{s.block.line}: cannot find the end of main()")
             parts.append(f"namespace doc_snippet_{n} {{\nusing namespace kiln;\n{line_dir}\n{text}\n"
                          f"}}  // namespace doc_snippet_{n}\n")
         else:
