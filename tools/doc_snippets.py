@@ -27,7 +27,8 @@ output mismatch) is reported with the document's line and the others still run. 
 directives point compiler errors at the Markdown file.
 
 Usage: doc_snippets.py DOC.md -o OUT.cpp [--name README.md]
-       doc_snippets.py DOC.md --list
+       doc_snippets.py DOC.md... --list
+       doc_snippets.py DOC.md... --check   (ctest DocSnippets.conventions, over every document)
 """
 import argparse
 import re
@@ -346,35 +347,44 @@ def generate(md_path, name, snippets):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("doc")
-    ap.add_argument("-o", "--output")
+    ap.add_argument("docs", nargs="+", metavar="DOC.md")
+    ap.add_argument("-o", "--output", help="the generated C++ file (one DOC.md only)")
     ap.add_argument("--name", help="the document's name in messages (default: its path)")
     ap.add_argument("--list", action="store_true", help="list the snippets and exit")
+    ap.add_argument("--check", action="store_true",
+                    help="only check the fences of every DOC.md (no ```c++, ```text output "
+                         "placement, attributes); exit 1 on a problem")
     a = ap.parse_args()
-    with open(a.doc, encoding="utf-8") as f:
-        md = f.read()
-    name = a.name or a.doc
-    snippets, errors = collect(a.doc, parse_blocks(md))
-    for e in errors:
-        print(e, file=sys.stderr)
-    if errors:
-        return 1
-    if a.list:
-        for s in snippets:
-            kind = "program" if s.whole else "body"
-            extra = (" requires " + ",".join(s.requires) if s.requires else "") + \
-                    (", output checked" if s.expected is not None else "")
-            print(f"{name}:{s.block.line}: {kind}{extra}")
-        return 0
-    if not a.output:
-        ap.error("-o OUT.cpp is required unless --list")
-    if not snippets:
-        print(f"{a.doc}: no ```cpp blocks", file=sys.stderr)
-        return 1
-    text = generate(a.doc, name, snippets)
-    with open(a.output, "w", encoding="utf-8") as f:
-        f.write(text)
-    return 0
+    if a.output and len(a.docs) != 1:
+        ap.error("-o takes one DOC.md")
+    failed = False
+    for doc in a.docs:
+        with open(doc, encoding="utf-8") as f:
+            md = f.read()
+        name = a.name or doc
+        snippets, errors = collect(doc, parse_blocks(md))
+        for e in errors:
+            print(e, file=sys.stderr)
+        failed = failed or bool(errors)
+        if errors or a.check:
+            continue
+        if a.list:
+            for s in snippets:
+                kind = "program" if s.whole else "body"
+                extra = (" requires " + ",".join(s.requires) if s.requires else "") + \
+                        (", output checked" if s.expected is not None else "")
+                print(f"{name}:{s.block.line}: {kind}{extra}")
+            continue
+        if not a.output:
+            ap.error("-o OUT.cpp is required unless --list or --check")
+        if not snippets:
+            print(f"{doc}: no ```cpp blocks", file=sys.stderr)
+            return 1
+        with open(a.output, "w", encoding="utf-8") as f:
+            f.write(generate(doc, name, snippets))
+    if a.check and not failed:
+        print(f"{len(a.docs)} documents: fences follow the convention")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
