@@ -1,5 +1,7 @@
-// The README's tour, built and run by the tests so the README stays true. Laid out exactly as
-// the README shows it, hence no clang-format down to the tour's checks.
+// The README's tour, with checks after it so that running it means something (test
+// ReadmeTour). The README's copy is itself built and run by DocSnippets.README
+// (tools/doc_snippets.py); keep the two the same. Laid out exactly as the README shows it, hence
+// no clang-format down to the tour's checks.
 // clang-format off
 #include <cmath>
 #include <cstdio>
@@ -11,7 +13,7 @@ Array gelu(const Array& x) { return x * (1.0f + erf(x / std::sqrt(2.0f))) / 2.0f
 
 int main() {
   // Arrays are lazy: ops record a graph; nothing runs until a value is needed.
-  Array x = random::normal({8, 256, 512}, float32, random::key(0));
+  Array x = random::normal({8, 64, 128}, float32, random::key(0));
   Array y = gelu(x);                      // eager: one kernel per primitive
   float m = mean(y).item<float>();        // item()/to_vector() evaluate implicitly
 
@@ -25,21 +27,6 @@ int main() {
     Array r = f({x})[0];                                   // same trace, kernels for reference
   }
 
-  // shapeless: one trace for every shape of the same rank; kernels take runtime extents.
-  auto g = compile([](const std::vector<Array>& in) {
-    return std::vector<Array>{softmax(flatten(in[0], 1), -1)};
-  }, {.shapeless = true});
-
-  // Captured state, as MLX's inputs=/outputs=: re-read and written back at every call.
-  std::vector<Array> state = {zeros({4})};
-  auto step = compile([&](const std::vector<Array>& in) {
-    state[0] = state[0] + in[0];
-    return std::vector<Array>{state[0]};
-  }, {.inputs = {&state}, .outputs = {&state}});
-
-  // Placement pins ops to a device, as JAX's compute_on does, on every path.
-  auto on_ref = compute_on(device("reference"), [](const Array& a) { return tanh(a); });
-
   // See which kernels ran where and when.
   ProfileScope prof;
   eval(f({x}));
@@ -49,12 +36,8 @@ int main() {
   save_npy("y.npy", y);                   // load_npy() brings NumPy data in
 
   // clang-format on
-  // (The tour's checks, so that running it means something.)
-  step({ones({4})});
-  step({ones({4})});
-  bool ok = std::fabs(mean(z).item<float>() - m) < 1e-5f && state[0].to_vector<float>()[0] == 2 &&
-            g({ones({2, 3, 4})})[0].shape() == Shape{2, 12} &&
-            on_ref(x).device() == device("reference");
+  // (The tour's checks.)
+  bool ok = std::fabs(mean(z).item<float>() - m) < 1e-5f && !prof.events().empty();
   std::printf("tour %s\n", ok ? "ok" : "FAILED");
   return ok ? 0 : 1;
 }
