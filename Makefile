@@ -13,7 +13,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 # The opencl and vulkan backends are left out of the sanitizer builds: their drivers (PoCL,
 # lavapipe) are not instrumented and, loaded into an ASan process, leak at exit and make ASan's
-# thread teardown fail (README "Checks"); their code is checked by the differential tests.
+# thread teardown fail (docs/development.md); their code is checked by the differential tests.
 SAN_CMAKE_FLAGS = -DKILN_WITH_OPENCL=OFF -DKILN_WITH_VULKAN=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-15 -DCMAKE_CXX_COMPILER=clang++-15 \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \

@@ -293,8 +293,13 @@ TEST(OpenclBackend, EveryReductionAndDtype) {
   REQUIRE_OPENCL();
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int>>> walks = {
       {{7, 33}, {1}}, {{7, 33}, {0}}, {{5, 4, 9}, {0, 2}}, {{1000}, {0}}};
-  for (int op = 0; op <= static_cast<int>(ReduceOp::Argmax); ++op)
+  const int ops = static_cast<int>(ReduceOp::Argmax) + 1;
+  // Each case is a cold OpenCL build (~1 s on PoCL): make test runs a random quarter of them.
+  test::CaseSample runs = test::case_sample(ops * std::size(kAll), 14);
+  SCOPED_TRACE(runs.trace);
+  for (int op = 0; op < ops; ++op)
     for (size_t di = 0; di < std::size(kAll); ++di) {
+      if (!runs(op * std::size(kAll) + di)) continue;
       Dtype d = kAll[di];
       auto rop = static_cast<ReduceOp>(op);
       auto [shape, axes] = walks[(op + di) % walks.size()];
@@ -399,7 +404,13 @@ TEST(OpenclBackend, RuntimeExtentsAndLargeLaunches) {
 
 TEST(OpenclBackend, MatmulMatchesReference) {
   REQUIRE_OPENCL();
-  for (Dtype d : {float32, float64, float16, int32}) {
+  // CLBlast builds its kernels cold for each dtype (~15 s on PoCL): make test runs two.
+  const Dtype dtypes[] = {float32, float64, float16, int32};
+  test::CaseSample runs = test::case_sample(std::size(dtypes), 2);
+  SCOPED_TRACE(runs.trace);
+  for (size_t di = 0; di < std::size(dtypes); ++di) {
+    if (!runs(di)) continue;
+    Dtype d = dtypes[di];
     const int64_t m = 17, n = 9, k = 33, batches = 3;
     Bytes a = sample(d, batches * m * k, 1, false), b = sample(d, k * n, 2, false);
     std::vector<Bytes> outs;

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -72,6 +73,33 @@ inline Sweep sweep(uint64_t fixed_first, int full, int sample) {
             "; replay with KILN_TEST_SEED=" + std::to_string(s.first) +
             (long_tests() ? " KILN_TEST_LONG=1" : "");
   return s;
+}
+
+// Which of `total` cases a sweep over a fixed list (every op and dtype, say) runs: all of them
+// under long tests, else a random `sample` of them, different every run. KILN_TEST_SEED
+// replays a run; `trace` says how, for SCOPED_TRACE.
+struct CaseSample {
+  std::vector<bool> chosen;
+  std::string trace;
+  bool operator()(size_t i) const { return chosen.at(i); }
+};
+inline CaseSample case_sample(size_t total, size_t sample) {
+  CaseSample c;
+  c.chosen.assign(total, true);
+  if (long_tests() || sample >= total) {
+    c.trace = "all " + std::to_string(total) + " cases";
+    return c;
+  }
+  Sweep s = sweep(0, 0, 0);
+  std::mt19937_64 rng(s.first);
+  std::vector<size_t> order(total);
+  for (size_t i = 0; i < total; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  for (size_t i = sample; i < total; ++i) c.chosen[order[i]] = false;
+  c.trace = std::to_string(sample) + " of " + std::to_string(total) +
+            " cases; replay with KILN_TEST_SEED=" + std::to_string(s.first) +
+            ", all with KILN_TEST_LONG=1";
+  return c;
 }
 
 // Runs `f` and checks it raises kiln::Error whose message contains every one of `parts`.
