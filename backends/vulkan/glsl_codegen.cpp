@@ -561,7 +561,10 @@ class Emitter {
       case ValueKind::Random: e = random(val); break;
       case ValueKind::Reduce: return;
     }
-    os << "  " << ctype(val.dtype) << " " << v(i) << " = " << e << ";\n";
+    // precise: the driver may not rewrite x - x as 0 or x * 0 as 0 (wrong for inf and NaN), nor
+    // contract a * b + c into an fma (Kiln rounds each op, scalar_ops.h).
+    const char* exact = val.dtype.is_float() ? "precise " : "";
+    os << "  " << exact << ctype(val.dtype) << " " << v(i) << " = " << e << ";\n";
   }
 
   void emit_constants(std::ostream& os) {
