@@ -51,10 +51,11 @@ inline bool long_tests() {
 }
 
 // The seeds one sweep runs: [first, first + count). Under long tests the whole fixed range
-// (from `fixed_first`, `full` seeds); otherwise `sample` seeds from a random start, so that
-// repeated runs cover different programs. KILN_TEST_SEED=<first> replays a run (and its count
-// follows the mode). `trace` says how to replay, for SCOPED_TRACE: gtest prints it with every
-// failure of the test.
+// (from `fixed_first`, `full` seeds); otherwise `sample` consecutive seeds of that range from a
+// random start, so that repeated runs cover different programs and make test checks nothing
+// make test-long does not. KILN_TEST_SEED=<first> replays a run (its count follows the mode),
+// or explores seeds outside the range. `trace` says how to replay, for SCOPED_TRACE: gtest
+// prints it with every failure of the test.
 struct Sweep {
   uint64_t first = 0;
   int count = 0;
@@ -68,7 +69,7 @@ inline Sweep sweep(uint64_t fixed_first, int full, int sample) {
   else if (long_tests())
     s.first = fixed_first;
   else
-    s.first = std::random_device{}() % 1000000000u + 1;
+    s.first = fixed_first + std::random_device{}() % static_cast<unsigned>(full - sample + 1);
   s.trace = "seeds " + std::to_string(s.first) + ".." + std::to_string(s.first + s.count - 1) +
             "; replay with KILN_TEST_SEED=" + std::to_string(s.first) +
             (long_tests() ? " KILN_TEST_LONG=1" : "");
@@ -90,7 +91,7 @@ inline CaseSample case_sample(size_t total, size_t sample) {
     c.trace = "all " + std::to_string(total) + " cases";
     return c;
   }
-  Sweep s = sweep(0, 0, 0);
+  Sweep s = sweep(0, 1000000000, 0);  // only its seed: a random one, or KILN_TEST_SEED
   std::mt19937_64 rng(s.first);
   std::vector<size_t> order(total);
   for (size_t i = 0; i < total; ++i) order[i] = i;
