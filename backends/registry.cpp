@@ -46,7 +46,7 @@ void start(Entry& e) {
       e.devices = unavailable(e.name, e.missing);
       return;
     }
-    log::debug("starting backend ", e.name);
+    logging::debug("starting backend ", e.name);
     try {
       std::shared_ptr<Backend> b = e.factory();
       if (!b) throw_error("the factory of backend '", e.name, "' returned no backend");

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-namespace kiln::log {
+namespace kiln::logging {
 
 namespace {
 
@@ -48,4 +48,4 @@ void write(Level l, const std::string& message) {
   std::fflush(stderr);
 }
 
-}  // namespace kiln::log
+}  // namespace kiln::logging

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-namespace kiln::log {
+namespace kiln::logging {
 
 enum class Level { error = 0, warn = 1, info = 2, debug = 3 };
 
@@ -44,4 +44,4 @@ void debug(const Parts&... parts) {
   at(Level::debug, parts...);
 }
 
-}  // namespace kiln::log
+}  // namespace kiln::logging

@@ -120,7 +120,7 @@ std::string ClDevice::build_options() const {
   // KILN_LOG=debug warnings are wanted: built without -w, the debug log shows them (and clang
   // its summary line). The options are part of identity(), so such builds get their own cache
   // entries and a debug run compiles, and so logs, each kernel once.
-  if (!log::enabled(log::Level::debug)) o += " -w";
+  if (!logging::enabled(logging::Level::debug)) o += " -w";
   return o;
 }
 

@@ -152,7 +152,7 @@ BuiltProgram build_program(ClDevice& dev, const std::string& source, const std::
     std::vector<unsigned char> bin = read_entry(path, key);
     if (!bin.empty())
       if (cl_program p = from_binary(dev, bin)) {
-        log::debug("opencl: kernel ", name, " on ", dev.label(), " loaded from ", path);
+        logging::debug("opencl: kernel ", name, " on ", dev.label(), " loaded from ", path);
         return {p, true};
       }
   }
@@ -167,10 +167,10 @@ BuiltProgram build_program(ClDevice& dev, const std::string& source, const std::
     throw_error("opencl: kernel ", name, " failed to build on ", dev.label(), ": ",
                 cl_error_name(err), "\nbuild log:\n", log, "\nsource:\n", source);
   }
-  if (log::enabled(log::Level::debug)) {
+  if (logging::enabled(logging::Level::debug)) {
     std::string log = program_build_log(dev.id, p);
-    log::debug("opencl: built kernel ", name, " on ", dev.label(), " (", dev.build_options(), ")",
-               log.empty() ? std::string(", empty build log") : ", build log:\n" + log);
+    logging::debug("opencl: built kernel ", name, " on ", dev.label(), " (", dev.build_options(),
+                   ")", log.empty() ? std::string(", empty build log") : ", build log:\n" + log);
   }
   if (!path.empty()) {
     std::vector<unsigned char> bin = program_binary(dev, p);

@@ -50,8 +50,8 @@ void log_success(const std::string& name, glslang_shader_t* shader, glslang_prog
     if (part && *part) said += part;
   size_t end = said.find_last_not_of(" \t\r\n");
   said = end == std::string::npos ? "" : said.substr(0, end + 1);
-  log::debug("vulkan: compiled kernel ", name, " with glslang",
-             said.empty() ? std::string(", nothing in its logs") : ", its logs:\n" + said);
+  logging::debug("vulkan: compiled kernel ", name, " with glslang",
+                 said.empty() ? std::string(", nothing in its logs") : ", its logs:\n" + said);
 }
 
 }  // namespace
@@ -90,7 +90,7 @@ std::vector<uint32_t> compile_glsl(const std::string& glsl, const std::string& n
   std::vector<uint32_t> spirv(words);
   glslang_program_SPIRV_get(program.get(), spirv.data());
   if (words == 0) fail("SPIR-V generation", "no code generated");
-  if (log::enabled(log::Level::debug)) log_success(name, shader.get(), program.get());
+  if (logging::enabled(logging::Level::debug)) log_success(name, shader.get(), program.get());
   return spirv;
 }
 

@@ -24,7 +24,7 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBits
                                              void*) {
   if (severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
     g_validation_messages.fetch_add(1);
-    log::warn("vulkan validation: ", data->pMessage);
+    logging::warn("vulkan validation: ", data->pMessage);
   }
   return VK_FALSE;
 }
@@ -49,7 +49,8 @@ bool has_layer(const char* name) {
 // stays off the terminal unless KILN_LOG=debug. Set before the instance loads any driver, and
 // never over the user's own value.
 void quiet_drivers() {
-  if (!log::enabled(log::Level::debug)) ::setenv("MESA_VK_IGNORE_CONFORMANCE_WARNING", "1", 0);
+  if (!logging::enabled(logging::Level::debug))
+    ::setenv("MESA_VK_IGNORE_CONFORMANCE_WARNING", "1", 0);
 }
 
 // The process's instance; never destroyed (devices and their threads may outlive static
