@@ -2,8 +2,9 @@
 // --check-maps it then fails if a GPU driver or its compiler is mapped (/proc/self/maps):
 // devices are discovered on first use, so PoCL, lavapipe and their kin must never load here.
 // With --all-devices it first lists devices() and checks that the drivers it reports usable are
-// mapped, the control showing the check can see them. Without flags it only runs the op: the
-// program whose start-up to first result is timed (docs/development.md).
+// mapped, the control showing the check can see them. Without flags it only runs one eager op:
+// the program whose start-up to first result is timed (cold caches: empty KILN_CACHE_DIR).
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln.h"
@@ -52,6 +54,12 @@ std::vector<std::string> mapped(const std::set<std::string>& libs) {
   return {out.begin(), out.end()};
 }
 
+bool first_eager_op() {
+  kiln::Array y = kiln::exp(kiln::array({0.0f, 1.0f, 2.0f}, {3}));
+  kiln::eval(y);
+  return y.to_vector<float>()[0] == 1.0f;
+}
+
 bool cpu_work() {
   kiln::Array y = kiln::exp(kiln::array({0.0f, 1.0f, 2.0f}, {3}));
   kiln::eval(y);
@@ -61,37 +69,67 @@ bool cpu_work() {
   return y.to_vector<float>()[0] == 1.0f && std::abs(twice - 2 * 2.7182817f) < 1e-5f;
 }
 
+// --check-maps: cpu work, then no driver may be mapped.
+int check_maps() {
+  if (!cpu_work()) return std::cerr << "wrong values from the cpu work\n", 1;
+  std::vector<std::string> found = mapped(driver_libraries());
+  for (const std::string& f : found) std::cerr << "a cpu-only process mapped " << f << "\n";
+  return found.empty() ? 0 : 1;
+}
+
+// --all-devices: the control; after devices() the usable drivers must show in the maps.
+int check_all_devices() {
+  bool gpu = false;
+  for (const kiln::DeviceInfo& d : kiln::devices())
+    gpu |= d.available && (d.device.backend == "opencl" || d.device.backend == "vulkan");
+  if (!cpu_work()) return std::cerr << "wrong values from the cpu work\n", 1;
+  std::vector<std::string> found = mapped(driver_libraries());
+  if (gpu && found.empty())
+    return std::cerr << "devices() reports opencl or vulkan usable, yet no driver is mapped: "
+                        "the check cannot see drivers\n",
+           1;
+  std::cout << (gpu ? "drivers mapped after devices(): " : "no GPU backend usable here\n");
+  for (const std::string& f : found) std::cout << f << " ";
+  std::cout << "\n";
+  return 0;
+}
+
+// --concurrent: threads that start at once ask for every backend in a fresh process; each
+// backend starts once, and every thread sees the same devices.
+int concurrent_first_use() {
+  std::atomic<int> ready{0};
+  const int n = 6;
+  std::vector<std::vector<std::string>> seen(n);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t)
+    threads.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < n) std::this_thread::yield();
+      const char* names[] = {"cpu", "opencl", "vulkan", "reference"};
+      try {
+        (void)kiln::device(names[t % 4]);
+      } catch (const kiln::Error&) {  // not usable here: devices() says why
+      }
+      for (const kiln::DeviceInfo& d : kiln::devices())
+        seen[t].push_back(d.device.str() + (d.available ? " available" : " missing: " + d.reason));
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 1; t < n; ++t)
+    if (seen[t] != seen[0]) return std::cerr << "threads saw different device lists\n", 1;
+  return cpu_work() ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   try {
-    bool all = mode == "--all-devices";
-    std::vector<std::string> usable;
-    if (all)
-      for (const kiln::DeviceInfo& d : kiln::devices())
-        if (d.available) usable.push_back(d.device.backend);
-    if (!cpu_work()) {
-      std::cerr << "wrong values from the cpu work\n";
-      return 1;
-    }
-    if (mode.empty()) return 0;
-    std::vector<std::string> found = mapped(driver_libraries());
-    if (!all) {
-      for (const std::string& f : found) std::cerr << "a cpu-only process mapped " << f << "\n";
-      return found.empty() ? 0 : 1;
-    }
-    bool gpu = false;
-    for (const std::string& b : usable) gpu |= b == "opencl" || b == "vulkan";
-    if (gpu && found.empty()) {
-      std::cerr << "devices() reports opencl or vulkan usable, yet no driver is mapped: the "
-                   "check cannot see drivers\n";
-      return 1;
-    }
-    std::cout << (gpu ? "drivers mapped after devices(): " : "no GPU backend usable here\n");
-    for (const std::string& f : found) std::cout << f << " ";
-    std::cout << "\n";
-    return 0;
+    if (mode.empty()) return first_eager_op() ? 0 : 1;
+    if (mode == "--check-maps") return check_maps();
+    if (mode == "--all-devices") return check_all_devices();
+    if (mode == "--concurrent") return concurrent_first_use();
+    std::cerr << "usage: cpu_only_process [--check-maps | --all-devices | --concurrent]\n";
+    return 2;
   } catch (const kiln::Error& e) {
     std::cerr << "kiln: " << e.what() << "\n";
     return 1;

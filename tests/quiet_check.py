@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Runs `kiln devices`, `kiln demo` and a short `kiln bench` with cold kernel caches and fails on
-any line Kiln did not write: a driver or compiler (PoCL's clang, lavapipe, the Vulkan loader,
+"""Runs `kiln devices`, `kiln demo`, a short `kiln bench` and tests/quiet_ops.cpp (kernels a
+compiler warns about, on every device), each with cold kernel caches in fresh folders, and fails
+on any line Kiln did not write: a driver or compiler (PoCL's clang, lavapipe, the Vulkan loader,
 glslang) must print nothing on a run where nothing failed; KILN_LOG=debug is where their logs go.
 
 Kiln's lines are recognised by shape. On stdout they are those tools/kiln.cpp prints (device
 table, demo sections, bench rows naming a listed device); on stderr only `kiln bench`'s progress
 (not a terminal: one "[i/n] case on device, mode" line per case). Every other line is reported.
-When kiln.cpp learns a new kind of line, add its shape here.
+quiet_ops writes nothing at all. When kiln.cpp learns a new kind of line, add its shape here.
 
-usage: quiet_check.py KILN_EXECUTABLE
+usage: quiet_check.py KILN_EXECUTABLE QUIET_OPS_EXECUTABLE
 """
 import os
 import re
@@ -19,12 +20,12 @@ import tempfile
 DEVICE_ROW = re.compile(r"^(\S+:\d+) +(available|missing) +\S")
 
 
-def run(kiln, args, root):
+def run(program, args, root):
     """One command in a fresh environment: new, empty caches and no KILN_LOG."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KILN_", "POCL_", "MESA_"))}
     for var in ("KILN_CACHE_DIR", "XDG_CACHE_HOME", "POCL_CACHE_DIR"):
         env[var] = tempfile.mkdtemp(prefix=var.lower() + "-", dir=root)
-    p = subprocess.run([kiln] + args, cwd=root, env=env, capture_output=True, text=True,
+    p = subprocess.run([program] + args, cwd=root, env=env, capture_output=True, text=True,
                        errors="replace", timeout=1500)
     return p.returncode, p.stdout.splitlines(), p.stderr.splitlines()
 
@@ -77,6 +78,7 @@ def foreign(lines, shapes):
 
 def main():
     kiln = os.path.abspath(sys.argv[1])
+    quiet_ops = os.path.abspath(sys.argv[2])
     failures = []
     with tempfile.TemporaryDirectory(prefix="kiln-quiet-") as root:
         rc, out, err = run(kiln, ["devices"], root)
@@ -90,6 +92,8 @@ def main():
                                   "quiet.json"], root)
         checks.append(("kiln bench --suite quick --seconds 0.02", rc, out, err,
                        bench_shapes(devices), BENCH_STDERR))
+        rc, out, err = run(quiet_ops, [], root)
+        checks.append(("quiet_ops", rc, out, err, [], []))
         for name, rc, out, err, out_shapes, err_shapes in checks:
             if rc != 0:
                 failures.append("%s exited with %d; its stderr:\n  %s" % (name, rc, "\n  ".join(err)))
