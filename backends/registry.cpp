@@ -1,5 +1,6 @@
 #include "backends/registry.h"
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -46,7 +47,7 @@ void start(Entry& e) {
       e.devices = unavailable(e.name, e.missing);
       return;
     }
-    logging::debug("starting backend ", e.name);
+    auto t0 = std::chrono::steady_clock::now();
     try {
       std::shared_ptr<Backend> b = e.factory();
       if (!b) throw_error("the factory of backend '", e.name, "' returned no backend");
@@ -60,6 +61,10 @@ void start(Entry& e) {
       e.devices = unavailable(e.name, "starting the backend raised an unknown exception");
     }
     if (e.devices.empty()) e.devices = unavailable(e.name, "the backend reports no device");
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    logging::debug("started backend ", e.name, " in ", ms,
+                   " ms: ", e.backend ? "" : "unavailable, ", e.devices.size(), " device(s)");
   });
 }
 
