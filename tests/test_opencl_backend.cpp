@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -20,6 +21,7 @@
 #include "backends/opencl/device.h"
 #include "backends/opencl/opencl_backend.h"
 #include "backends/opencl/program_cache.h"
+#include "graph/log.h"
 #include "kernel_diff.h"
 #include "kiln.h"
 #include "test_util.h"
@@ -512,6 +514,32 @@ TEST(OpenclBackend, BuildFailuresCarryTheLog) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("broken_kernel"), std::string::npos) << msg;
     EXPECT_NE(msg.find("build log"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("error:"), std::string::npos) << "the compiler's own words: " << msg;
+  }
+}
+
+// PoCL's clang prints "N warnings generated." to stderr for a build with warnings: Kiln's
+// builds keep it off, and KILN_LOG=debug (ctest OpenclBuildLogsInTheDebugLog) shows the log.
+TEST(OpenclBackend, BuildWarningsStayOffStderrUnlessDebug) {
+  REQUIRE_OPENCL();
+  auto devs = opencl::discover();
+  ASSERT_TRUE(devs[0]->available);
+  // A new source each run, so that neither Kiln's nor PoCL's cache skips the compiler.
+  std::string src = "// run " + std::to_string(::getpid()) + " " +
+                    std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) +
+                    "\n__kernel void warns(__global int* x) { int a = x[0]; if ((a == 1)) x[1] = "
+                    "2; a == 2; }\n";
+  testing::internal::CaptureStderr();
+  opencl::BuiltProgram p = opencl::build_program(*devs[0], src, "warning_kernel");
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(p.from_cache);
+  clReleaseProgram(p.program);
+  if (logging::enabled(logging::Level::debug)) {
+    EXPECT_NE(err.find("kiln: debug: opencl: built kernel warning_kernel"), std::string::npos)
+        << err;
+    EXPECT_NE(err.find("warning"), std::string::npos) << err;
+  } else {
+    EXPECT_EQ(err, "");
   }
 }
 
