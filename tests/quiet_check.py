@@ -9,7 +9,8 @@ table, demo sections, bench rows naming a listed device); on stderr only `kiln b
 (not a terminal: one "[i/n] case on device, mode" line per case). Every other line is reported.
 quiet_ops writes nothing at all. When kiln.cpp learns a new kind of line, add its shape here.
 
-usage: quiet_check.py KILN_EXECUTABLE QUIET_OPS_EXECUTABLE
+usage: quiet_check.py KILN_EXECUTABLE QUIET_OPS_EXECUTABLE [SUITE]
+SUITE is the bench suite to run (default demo; make test-long runs it with quick).
 """
 import os
 import re
@@ -79,6 +80,7 @@ def foreign(lines, shapes):
 def main():
     kiln = os.path.abspath(sys.argv[1])
     quiet_ops = os.path.abspath(sys.argv[2])
+    suite = sys.argv[3] if len(sys.argv) > 3 else "demo"
     failures = []
     with tempfile.TemporaryDirectory(prefix="kiln-quiet-") as root:
         rc, out, err = run(kiln, ["devices"], root)
@@ -88,10 +90,11 @@ def main():
             failures.append("kiln devices listed no device")
         rc, out, err = run(kiln, ["demo"], root)
         checks.append(("kiln demo", rc, out, err, demo_shapes(devices), []))
-        # The demo suite (every device, eager and compiled) keeps this within make test's budget.
-        rc, out, err = run(kiln, ["bench", "--suite", "demo", "--seconds", "0.02", "--json",
+        # The demo suite (every device, eager and compiled) keeps this within make test's budget;
+        # make test-long runs the quick suite.
+        rc, out, err = run(kiln, ["bench", "--suite", suite, "--seconds", "0.02", "--json",
                                   "quiet.json"], root)
-        checks.append(("kiln bench --suite demo --seconds 0.02", rc, out, err,
+        checks.append(("kiln bench --suite %s --seconds 0.02" % suite, rc, out, err,
                        bench_shapes(devices), BENCH_STDERR))
         rc, out, err = run(quiet_ops, [], root)
         checks.append(("quiet_ops", rc, out, err, [], []))
