@@ -168,7 +168,7 @@ std::string OpenclDialect::binary(const Value& val) {
   Dtype d = dtype_of(val.a);
   std::string a = name(val.a), b = name(val.b);
   // Comparisons give a bool, which OpenCL C holds in a uchar.
-  if (std::string e = compare(val.binary, a, b); !e.empty()) return "(uchar)" + e;
+  if (std::string e = compare(val, a, b); !e.empty()) return "(uchar)" + e;
   switch (val.binary) {
     case BinaryOp::LogicalAnd: return "(uchar)(" + a + " != 0 && " + b + " != 0)";
     case BinaryOp::LogicalOr: return "(uchar)(" + a + " != 0 || " + b + " != 0)";

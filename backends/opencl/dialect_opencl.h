@@ -27,6 +27,7 @@ class OpenclDialect : public source::Dialect {
   std::string binary(const Value& v) override;
   std::string cast(const Value& v) override;
   std::string random(const Value& v) override;
+  std::string bool_literal(bool v) const override { return v ? "1" : "0"; }
 
   // The element type of a buffer of dtype d.
   static std::string storage_type(Dtype d);

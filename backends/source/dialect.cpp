@@ -39,7 +39,8 @@ std::string Dialect::float_arith(BinaryOp op, const std::string& a, const std::s
   }
 }
 
-std::string Dialect::compare(BinaryOp op, const std::string& a, const std::string& b) {
+std::string Dialect::compare(const Value& v, const std::string& a, const std::string& b) {
+  BinaryOp op = v.binary;
   const char* o = op == BinaryOp::Equal          ? "=="
                   : op == BinaryOp::NotEqual     ? "!="
                   : op == BinaryOp::Less         ? "<"
@@ -47,7 +48,15 @@ std::string Dialect::compare(BinaryOp op, const std::string& a, const std::strin
                   : op == BinaryOp::Greater      ? ">"
                   : op == BinaryOp::GreaterEqual ? ">="
                                                  : nullptr;
-  return o ? "(" + a + " " + o + " " + b + ")" : "";
+  if (!o) return "";
+  // An integer compared with itself is a constant, and written as one: clang (PoCL's compiler)
+  // warns "self-comparison always evaluates to ...". A float one stays: it is a NaN test.
+  if (v.a == v.b && !dtype_of(v.a).is_float()) {
+    bool equal_holds =
+        op == BinaryOp::Equal || op == BinaryOp::LessEqual || op == BinaryOp::GreaterEqual;
+    return "(" + bool_literal(equal_holds) + ")";
+  }
+  return "(" + a + " " + o + " " + b + ")";
 }
 
 std::string Dialect::float_unary(UnaryOp op, const std::string& a) {

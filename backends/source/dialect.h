@@ -42,6 +42,8 @@ class Dialect {
   virtual std::string select(const Value& v);
   virtual std::string cast(const Value& v) = 0;
   virtual std::string random(const Value& v) = 0;
+  // The language's true and false (a comparison's value).
+  virtual std::string bool_literal(bool v) const = 0;
 
   // Called by the Emitter that walks a kernel with this dialect.
   void attach(Emitter& em) { em_ = &em; }
@@ -55,7 +57,8 @@ class Dialect {
   // Spellings every C-family language shares; an empty string where the op has none in common.
   static std::string float_arith(BinaryOp op, const std::string& a, const std::string& b);
   static std::string float_unary(UnaryOp op, const std::string& a);
-  static std::string compare(BinaryOp op, const std::string& a, const std::string& b);
+  // A comparison (or "" for other ops) of values a and b, spelled a and b.
+  std::string compare(const Value& v, const std::string& a, const std::string& b);
 
  private:
   Emitter* em_ = nullptr;

@@ -306,8 +306,7 @@ std::string GlslDialect::binary(const Value& val) {
   Dtype d = kernel().body[val.a].dtype;
   std::string a = name(val.a), b = name(val.b);
   const char* T = ctype(d);
-  if (val.binary == BinaryOp::Equal || val.binary == BinaryOp::NotEqual)
-    return compare(val.binary, a, b);
+  if (val.binary == BinaryOp::Equal || val.binary == BinaryOp::NotEqual) return compare(val, a, b);
   switch (val.binary) {
     case BinaryOp::LogicalAnd: return "(" + truth(d, a) + " && " + truth(d, b) + ")";
     case BinaryOp::LogicalOr: return "(" + truth(d, a) + " || " + truth(d, b) + ")";
@@ -328,7 +327,7 @@ std::string GlslDialect::binary(const Value& val) {
       default: return "((" + a + " - " + b + ") != 0)";
     }
   }
-  if (std::string e = compare(val.binary, a, b); !e.empty()) return e;
+  if (std::string e = compare(val, a, b); !e.empty()) return e;
   if (d.is_float()) {
     if (std::string e = float_arith(val.binary, a, b); !e.empty()) return e;
     if (val.binary == BinaryOp::Power) {

@@ -33,6 +33,7 @@ class GlslDialect : public source::Dialect {
   std::string select(const Value& v) override;
   std::string cast(const Value& v) override;
   std::string random(const Value& v) override;
+  std::string bool_literal(bool v) const override { return v ? "true" : "false"; }
 
   static const char* ctype(Dtype d);
   // Bits of a packed (8/16-bit) element, 0 for a dtype stored in its own word(s).
