@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "backends/opencl/prelude_opencl.h"
 #include "backends/source/emitter.h"
 
 namespace kiln::opencl {
@@ -60,7 +61,7 @@ const char* cl_type(Dtype d) {
 
 std::string OpenclDialect::value_type(Dtype d) const { return cl_type(d); }
 
-std::string OpenclDialect::unsigned_type(Dtype d) {
+std::string OpenclDialect::unsigned_type(Dtype d) const {
   switch (d.kind) {
     case Dtype::Kind::Int8:
     case Dtype::Kind::UInt8:
@@ -71,7 +72,9 @@ std::string OpenclDialect::unsigned_type(Dtype d) {
   }
 }
 
-std::string OpenclDialect::storage_type(Dtype d) { return d.is_half() ? "ushort" : cl_type(d); }
+std::string OpenclDialect::storage_type(Dtype d) const {
+  return d.is_half() ? "ushort" : cl_type(d);
+}
 
 std::string OpenclDialect::dim(const Dim& d) {
   return d.is_runtime() ? "p" + std::to_string(d.param) : "(" + std::to_string(d.value) + "L)";
@@ -250,6 +253,87 @@ std::string OpenclDialect::random(const Value& val) {
     return val.dtype == float64 ? e : "(float)" + e;
   }
   return "(sqrt(-2.0f * log(1.0f - " + u1 + ")) * cos(6.2831853f * " + u2 + "))";
+}
+
+const source::Builtins& OpenclDialect::words() const {
+  static const source::Builtins w{"__kernel void ",
+                                  "__global ",
+                                  "__local ",
+                                  "inline ",
+                                  "long",
+                                  "get_global_id(0)",
+                                  "get_global_size(0)",
+                                  "get_local_id(0)",
+                                  "get_local_size(0)",
+                                  "get_group_id(0)",
+                                  "get_num_groups(0)",
+                                  "barrier(CLK_LOCAL_MEM_FENCE)",
+                                  "min"};
+  return w;
+}
+
+std::string OpenclDialect::preamble() {
+  std::string s = "#pragma OPENCL FP_CONTRACT OFF\n";
+  if (caps_.fp64) s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+  return s + opencl_prelude();
+}
+
+// A float32 kernel over one contiguous axis whose every load and store is at the point
+// itself, with operations OpenCL C defines on vectors: its CPU-device run goes 16 lanes at a
+// time in explicit float16 (PoCL's vectoriser stops at 256-bit vectors on AVX-512 hosts, where
+// explicit 512-bit types are used as such), the scalar loop takes the rest.
+bool OpenclDialect::vector_form() const {
+  if (kernel().ndim() != 1 || kernel().reduce) return false;
+  auto at_point = [](const IndexMap& m) {
+    return m.offset == Dim::constant(0) && m.strides.size() == 1 &&
+           m.strides[0] == Dim::constant(1);
+  };
+  for (const KernelBuffer& b : kernel().buffers)
+    if (b.dtype != float32 || !at_point(b.map)) return false;
+  for (const Value& val : kernel().body) {
+    if (val.dtype != float32) return false;
+    switch (val.kind) {
+      case ValueKind::Load:
+      case ValueKind::Constant: break;
+      case ValueKind::Unary:
+        // Not sin/cos: PoCL's 16-lane versions lose accuracy on large arguments (sin(x) off
+        // by 7e-3 where the scalar one is exact to an ulp); not rsqrt (computed in double).
+        if (val.unary == UnaryOp::Rsqrt || val.unary == UnaryOp::LogicalNot ||
+            val.unary == UnaryOp::Sin || val.unary == UnaryOp::Cos)
+          return false;
+        break;
+      case ValueKind::Binary:
+        if (val.binary != BinaryOp::Add && val.binary != BinaryOp::Subtract &&
+            val.binary != BinaryOp::Multiply && val.binary != BinaryOp::Divide &&
+            val.binary != BinaryOp::Maximum && val.binary != BinaryOp::Minimum)
+          return false;
+        break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
+// The 16-lane loop: constants become vectors (shadowing the scalars inside the loop), then
+// loads, values and stores in float16.
+void OpenclDialect::vector_run(source::Emitter& em) {
+  if (!caps_.cpu || !vector_form()) return;
+  const Kernel& k_ = kernel();
+  for (int i = 0; i < static_cast<int>(k_.body.size()); ++i)
+    if (k_.body[i].kind == ValueKind::Constant)
+      em.out() << "  const float16 w" << i << " = (float16)(" << source::Emitter::v(i) << ");\n";
+  em.out() << "  for (; g0 + 16 <= to; g0 += 16) {\n";
+  em.out() << "    const long g = g0;\n";
+  for (int i = 0; i < static_cast<int>(k_.body.size()); ++i)
+    if (k_.body[i].kind == ValueKind::Constant)
+      em.out() << "    const float16 " << source::Emitter::v(i) << " = w" << i << ";\n";
+  vec16 = true;
+  em.values(0, static_cast<int>(k_.body.size()), "    ");
+  for (const Store& st : k_.stores)
+    em.out() << "    vstore16(" << source::Emitter::v(st.value) << ", 0, b" << st.buffer
+             << " + g);\n";
+  vec16 = false;
+  em.out() << "  }\n";
 }
 
 }  // namespace kiln::opencl

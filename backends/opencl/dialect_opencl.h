@@ -7,11 +7,11 @@
 #include <string>
 
 #include "backends/opencl/codegen.h"
-#include "backends/source/dialect.h"
+#include "backends/source/workgroup_layout.h"
 
 namespace kiln::opencl {
 
-class OpenclDialect : public source::Dialect {
+class OpenclDialect : public source::WorkgroupDialect {
  public:
   explicit OpenclDialect(const DeviceCaps& caps) : caps_(caps) {}
 
@@ -29,19 +29,23 @@ class OpenclDialect : public source::Dialect {
   std::string random(const Value& v) override;
   std::string bool_literal(bool v) const override { return v ? "1" : "0"; }
 
-  // The element type of a buffer of dtype d.
-  static std::string storage_type(Dtype d);
-  // The unsigned type integer arithmetic of dtype d wraps in.
-  static std::string unsigned_type(Dtype d);
-
-  // While set, values are float16 vectors of 16 points at `g` (the vector form of codegen.cpp).
-  bool vec16 = false;
+  const source::Builtins& words() const override;
+  std::string preamble() override;
+  std::string storage_type(Dtype d) const override;
+  std::string unsigned_type(Dtype d) const override;
+  // The float16 form (below) of an element-wise run on a CPU device.
+  void vector_run(source::Emitter& em) override;
 
  private:
+  // A float32 kernel over one contiguous axis whose every load and store is at the point and
+  // whose every op OpenCL C defines on vectors (see vector_run).
+  bool vector_form() const;
+
   std::string via_double(const std::string& expr_of_d, const std::string& a, Dtype d) const;
   std::string integer_binary(const Value& v, const std::string& a, const std::string& b);
 
   DeviceCaps caps_;
+  bool vec16 = false;  // writing the float16 form: values are 16 points at `g`
 };
 
 }  // namespace kiln::opencl
