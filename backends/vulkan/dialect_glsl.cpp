@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <sstream>
 
 #include "graph/error.h"
@@ -94,7 +95,7 @@ std::string GlslDialect::truth(Dtype d, const std::string& x) {
   return "(" + x + " != " + ctype(d) + "(0))";
 }
 
-std::string GlslDialect::wrap(Dtype d, const std::string& x) {
+std::string GlslDialect::wrap(Dtype d, const std::string& x) const {
   if (d == int8) return "bitfieldExtract(" + x + ", 0, 8)";
   if (d == uint8) return "((" + x + ") & 0xffu)";
   return x;
@@ -404,6 +405,97 @@ std::string GlslDialect::select(const Value& val) {
 
 std::string GlslDialect::cast(const Value& val) {
   return convert(dtype_of(val.a), val.dtype, name(val.a));
+}
+
+// The vector index of step q in buffer b.
+std::string GlslDialect::vector_index(int b) const {
+  return "uint(" + std::to_string(kernel().buffers[b].map.offset.value / width) + " + q)";
+}
+
+std::string GlslDialect::vector_begin() {
+  std::ostringstream os;
+  std::set<int> loaded;
+  for (const Value& val : kernel().body)
+    if (val.kind == ValueKind::Load && vec.count(val.buffer)) loaded.insert(val.buffer);
+  for (int b : loaded)
+    os << "  " << vec_type(kernel().buffers[b].dtype) << " L" << b << " = b" << b << ".d["
+       << vector_index(b) << "];\n";
+  for (const Store& st : kernel().stores) {
+    if (width == 8)
+      os << "  uint O" << st.buffer << "[8];\n";
+    else
+      os << "  " << vec_type(kernel().buffers[st.buffer].dtype) << " O" << st.buffer << ";\n";
+  }
+  return os.str();
+}
+
+std::string GlslDialect::vector_end() {
+  std::ostringstream os;
+  for (const Store& st : kernel().stores) {
+    std::string O = "O" + std::to_string(st.buffer);
+    os << "  b" << st.buffer << ".d[" << vector_index(st.buffer) << "] = ";
+    if (width == 8) {
+      os << "u64vec4(";
+      for (int j = 0; j < 4; ++j)
+        os << (j ? ", " : "") << "(uint64_t(" << O << "[" << 2 * j + 1 << "]) << 32) | uint64_t("
+           << O << "[" << 2 * j << "])";
+      os << ");\n";
+    } else {
+      os << O << ";\n";
+    }
+  }
+  return os.str();
+}
+
+// Element-wise 1-D kernels whose every buffer is walked with stride 1 (4-byte dtypes, offsets
+// a multiple of the step) or 0 (inputs) read and write those buffers as vectors: each
+// invocation does 4 points per step through vec4 accesses (the usual vectorised access on
+// GPUs), or 8 through u64vec4 ones with ShaderFeatures::wide_access (lavapipe runs every
+// storage-buffer access as a loop over its SIMD lanes, one iteration per lane and component,
+// so fewer, wider components pay there).
+void GlslDialect::find_vector_buffers() {
+  width = f_.wide_access && f_.int64 ? 8 : 4;
+  if (kernel().reduce || kernel().ndim() != 1) return;
+  std::set<int> vec;
+  for (int b = 0; b < static_cast<int>(kernel().buffers.size()); ++b) {
+    const KernelBuffer& kb = kernel().buffers[b];
+    const Dim& st = kb.map.strides[0];
+    if (st.is_runtime()) return;
+    if (st.value == 1) {
+      if (kb.dtype.size() != 4 || kb.dtype.is_bool() || kb.map.offset.is_runtime() ||
+          kb.map.offset.value % width != 0)
+        return;
+      vec.insert(b);
+    } else if (st.value != 0 || kb.output) {
+      return;
+    }
+  }
+  this->vec = vec;
+}
+
+void GlslDialect::prepare() {
+  check_features();
+  find_vector_buffers();
+}
+
+const source::ShaderWords& GlslDialect::words() const {
+  static const source::ShaderWords w{"void main() {",
+                                     "IDX",
+                                     "gl_LocalInvocationID.x",
+                                     "gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z",
+                                     "k_group()",
+                                     "shared ",
+                                     "barrier()",
+                                     "gl_SubgroupInvocationID",
+                                     "gl_SubgroupID",
+                                     "gl_NumSubgroups",
+                                     "gl_SubgroupSize",
+                                     "subgroupAdd",
+                                     "subgroupMul",
+                                     "subgroupOr",
+                                     "subgroupAnd",
+                                     "subgroupShuffleXor"};
+  return w;
 }
 
 }  // namespace kiln::vulkan

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "backends/source/dialect.h"
+#include "backends/source/shader_layout.h"
 #include "backends/vulkan/glsl_codegen.h"
 
 namespace kiln::vulkan {
 
-class GlslDialect : public source::Dialect {
+class GlslDialect : public source::ShaderDialect {
  public:
   explicit GlslDialect(const ShaderFeatures& f) : f_(f) {}
 
@@ -39,7 +39,14 @@ class GlslDialect : public source::Dialect {
   // Bits of a packed (8/16-bit) element, 0 for a dtype stored in its own word(s).
   static int packed_bits(Dtype d) { return d.size() < 4 ? static_cast<int>(d.size()) * 8 : 0; }
   static const char* storage_type(Dtype d) { return packed_bits(d) ? "uint" : ctype(d); }
-  static std::string wrap(Dtype d, const std::string& x);
+  std::string wrap(Dtype d, const std::string& x) const override;
+  const source::ShaderWords& words() const override;
+  // Checks the device's features, then plans vector access (find_vector_buffers).
+  void prepare() override;
+  int vector_step() const override { return vec.empty() ? 0 : width; }
+  std::string vector_begin() override;
+  void set_lane(int l) override { lane = l; }
+  std::string vector_end() override;
   // The element type of a buffer accessed as vectors (vec4-like, or u64vec4 at width 8).
   const char* vec_type(Dtype d) const;
   // Raises kiln::Error naming the device feature a kernel needs and the device lacks.
@@ -49,8 +56,8 @@ class GlslDialect : public source::Dialect {
   // Launch words: the kernel's own params, then float scalars converted by the host.
   int nparams = 0;
   std::vector<FloatSlot> float_slots;
-  // Vector access (glsl_codegen.cpp): buffers read and written as vectors, points per step, and
-  // while >= 0, the lane of the step being emitted.
+  // Vector access (find_vector_buffers): buffers read and written as vectors, points per step,
+  // and while >= 0, the lane of the step being written.
   std::set<int> vec;
   int width = 4;
   int lane = -1;
@@ -63,6 +70,8 @@ class GlslDialect : public source::Dialect {
   std::string param_value(Dtype d, int p);
   std::string convert(Dtype from, Dtype to, const std::string& x);
   bool is_const_two(int i) const;
+  void find_vector_buffers();  // sets vec and width
+  std::string vector_index(int b) const;
 
   const ShaderFeatures& f_;
 };
