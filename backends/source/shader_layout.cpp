@@ -23,6 +23,15 @@ class Layout {
   }
 
  private:
+  // The index type, and a value converted to it.
+  const std::string& I() const { return w_.index; }
+  std::string ix(const std::string& x) const { return w_.index + "(" + x + ")"; }
+  std::string ix(int x) const { return ix(std::to_string(x)); }
+  // This invocation's first point of a grid-stride loop.
+  std::string first_invocation() const {
+    return w_.group_id + " * " + ix(o_.local_size) + " + " + ix(w_.local_id);
+  }
+
   // Sets the coordinates of axes [from, to) from the linear index `lin` (row-major).
   void decompose(std::ostream& os, int from, int to, const std::string& lin) {
     os << ("  { " + w_.index + " rem = ") << lin << ";\n";
@@ -52,14 +61,12 @@ class Layout {
     if (d_.vector_step() > 0) return emit_elementwise_vector(os);
     // A grid-stride loop: the host may launch fewer groups than points (on a CPU device each
     // workgroup costs a task switch, so it launches a few per core).
-    os << (w_.main + "\n") << ("  " + w_.index + " npoints = ") << product(0, k_.ndim()) << ";\n"
-       << ("  " + w_.index + " stride = " + w_.index + "(" + w_.num_groups + ") * " + w_.index +
-           "(")
-       << o_.local_size << ");\n";
+    os << w_.main << "\n  " << I() << " npoints = " << product(0, k_.ndim()) << ";\n"
+       << "  " << I() << " stride = " << ix(w_.num_groups) << " * " << ix(o_.local_size) << ";\n";
     declare_coords(os);
     em_.constants("  ");
-    os << ("  for (" + w_.index + " gid = " + w_.group_id + " * " + w_.index + "(") << o_.local_size
-       << (") + " + w_.index + "(" + w_.local_id + "); gid < npoints; gid += stride) {\n");
+    os << "  for (" << I() << " gid = " << first_invocation()
+       << "; gid < npoints; gid += stride) {\n";
     decompose(os, 0, k_.ndim(), "gid");
     em_.values(0, static_cast<int>(k_.body.size()), "  ");
     em_.stores("  ");
@@ -70,22 +77,18 @@ class Layout {
   // one lane after another (the dialect reads and writes them as vectors); a scalar tail.
   void emit_elementwise_vector(std::ostream& os) {
     int step = d_.vector_step();
-    const std::string W = std::to_string(step);
-    os << (w_.main + "\n") << ("  " + w_.index + " npoints = ") << d_.dim(k_.domain[0]) << ";\n"
-       << ("  " + w_.index + " stride = " + w_.index + "(" + w_.num_groups + ") * " + w_.index +
-           "(")
-       << o_.local_size << ");\n";
+    os << w_.main << "\n  " << I() << " npoints = " << d_.dim(k_.domain[0]) << ";\n"
+       << "  " << I() << " stride = " << ix(w_.num_groups) << " * " << ix(o_.local_size) << ";\n";
     declare_coords(os);
     em_.constants("  ");
-    os << ("  for (" + w_.index + " q = " + w_.group_id + " * " + w_.index + "(") << o_.local_size
-       << (") + " + w_.index + "(" + w_.local_id + "); q * " + w_.index + "(") << W
-       << ") < npoints; q += stride) {\n"
-       << ("  " + w_.index + " base = q * " + w_.index + "(") << W << ");\n"
-       << ("  if (base + " + w_.index + "(") << W << ") <= npoints) {\n";
+    os << "  for (" << I() << " q = " << first_invocation() << "; q * " << ix(step)
+       << " < npoints; q += stride) {\n"
+       << "  " << I() << " base = q * " << ix(step) << ";\n"
+       << "  if (base + " << ix(step) << " <= npoints) {\n";
     os << d_.vector_begin();
     for (int lane = 0; lane < step; ++lane) {
       d_.set_lane(lane);
-      os << ("  {\n  i0 = base + " + w_.index + "(") << lane << ");\n";
+      os << "  {\n  i0 = base + " << ix(lane) << ";\n";
       em_.values(0, static_cast<int>(k_.body.size()), "  ");
       em_.stores("  ");
       os << "  }\n";
@@ -172,7 +175,7 @@ class Layout {
     // invocation of the group reaches the same barriers).
     os << (w_.main + "\n") << ("  uint lid = " + w_.local_id + ";\n")
        << ("  " + w_.index + " nkept = ") << product(0, kept) << ";\n"
-       << ("  " + w_.index + " groups = " + w_.index + "(" + w_.num_groups + ");\n");
+       << "  " << I() << " groups = " << ix(w_.num_groups) << ";\n";
     declare_coords(os);
     em_.constants("  ");
     os << ("  for (" + w_.index + " gid = " + w_.group_id + "; gid < nkept; gid += groups) {\n");
@@ -182,8 +185,8 @@ class Layout {
     os << "  " << A << " acc = " << init
        << (";\n  bool has = false;\n  " + w_.index + " best = " + w_.index + "(0);\n")
        << ("  " + w_.index + " nred = ") << product(kept, n) << ";\n"
-       << ("  for (" + w_.index + " r = " + w_.index + "(lid); r < nred; r += " + w_.index + "(")
-       << o_.local_size << ")) {\n";
+       << "  for (" << I() << " r = " << ix("lid") << "; r < nred; r += " << ix(o_.local_size)
+       << ") {\n";
     decompose(os, kept, n, "r");
     em_.values(0, red.value, "  ");
     std::string x = Emitter::v(rv.a);
