@@ -45,7 +45,8 @@ class Dialect {
   // The language's true and false (a comparison's value).
   virtual std::string bool_literal(bool v) const = 0;
 
-  // Called by the Emitter that walks a kernel with this dialect.
+  // Called by the Emitter that walks a kernel with this dialect; kernel() and em() are valid
+  // while that Emitter lives.
   void attach(Emitter& em) { em_ = &em; }
 
  protected:
