@@ -235,7 +235,9 @@ void run_programs(const Device& under_test, int count, double base_tol, bool com
         }
     }
   }
-  EXPECT_GT(compared, count / 2);  // the generator must not drift into skipping most programs
+  // The generator must not drift into skipping most programs. Against the eager oracle about
+  // half use float16/bfloat16 and are skipped, so a window of seeds may compare fewer than half.
+  EXPECT_GT(compared, compiled_oracle ? count / 2 : count / 3);
 }
 
 }  // namespace
