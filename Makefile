@@ -39,17 +39,28 @@ TSAN_TESTS ?= ^(Async|Jobs|Streams|Executor|Placement|Profile|KernelCache|Compil
 TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tools/tsan.supp
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps configure build cli demo test test-long bench bench-report install clean sanitize \
+.PHONY: deps deps-test configure configure-test build cli demo test test-long bench bench-report install clean sanitize \
   tsan fuzz format format-check layer-check
 PREFIX ?= $(BUILD)/install
 
+# What the library, backends and kiln command need; deps-test adds the tests' and checks' tools.
 deps:
 	bash tools/install-deps.sh
 
-configure: deps
-	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+deps-test:
+	bash tools/install-deps.sh --test
 
-build: configure
+# A first configure for the demo leaves tests and benchmarks out (their packages may be
+# missing); `make test` turns them on in the same build folder, which rebuilds nothing of the
+# library, and later configures keep what the folder has.
+configure: deps
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) $(if $(wildcard $(BUILD)/CMakeCache.txt),,\
+	  -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCHMARKS=OFF)
+
+configure-test: deps-test
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) -DKILN_BUILD_TESTS=ON -DKILN_BUILD_BENCHMARKS=ON
+
+build: configure-test
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The library, its backends and the `kiln` command: what `make demo` and `make bench` need.
@@ -105,14 +116,14 @@ clean:
 ASAN_CONFIGURE = cmake -S . -B $(ASAN_BUILD) $(ASAN_CMAKE_FLAGS) -DKILN_SANITIZE=address,undefined \
   -DKILN_BUILD_FUZZERS=ON
 
-sanitize: deps
+sanitize: deps-test
 	$(ASAN_CONFIGURE)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) --timeout 1800 -LE long
 
 # The concurrency tests under TSan, against oneTBB built with TSan from Debian's source package
 # (tools/build-tsan-tbb.sh; cached in ~/.cache/kiln-tsan-tbb).
-tsan: deps
+tsan: deps-test
 	tbb=$$(bash tools/build-tsan-tbb.sh) && \
 	  cmake -S . -B $(TSAN_BUILD) $(TSAN_CMAKE_FLAGS) -DKILN_SANITIZE=thread \
 	    -DTBB_DIR=$$tbb/lib/cmake/TBB
@@ -123,7 +134,7 @@ tsan: deps
 # libFuzzer on load_npy and on the AOT artifact reader, FUZZ_SECONDS each; npy inputs up to
 # 12 kB (past the 10000-byte header bound). New inputs go to $(ASAN_BUILD)/fuzz-corpus*, a crash
 # to $(ASAN_BUILD)/fuzz-artifacts (add it to the seeds with the fix).
-fuzz: deps
+fuzz: deps-test
 	$(ASAN_CONFIGURE)
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target fuzz_npy fuzz_artifact
 	mkdir -p $(ASAN_BUILD)/fuzz-corpus $(ASAN_BUILD)/fuzz-corpus-artifact $(ASAN_BUILD)/fuzz-artifacts
@@ -136,10 +147,10 @@ fuzz: deps
 
 CXX_SOURCES = git ls-files '*.cpp' '*.h'
 
-format: deps
+format: deps-test
 	$(CXX_SOURCES) | xargs clang-format -i
 
-format-check: deps
+format-check: deps-test
 	$(CXX_SOURCES) | xargs clang-format --dry-run -Werror
 
 layer-check:

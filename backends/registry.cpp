@@ -1,5 +1,6 @@
 #include "backends/registry.h"
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include "graph/device_hooks.h"
 #include "graph/error.h"
 #include "graph/immortal.h"
+#include "graph/log.h"
 #ifdef KILN_HAVE_CPU_BACKEND
 #include "backends/cpu/cpu_backend.h"
 #endif
@@ -22,88 +24,128 @@ namespace kiln {
 
 namespace {
 
+// One registered name. `factory`, `missing` and `name` are fixed at registration; `backend`
+// and `devices` are written once, inside `started`, and read only after it.
 struct Entry {
-  std::shared_ptr<Backend> backend;  // null when not built into this Kiln
-  std::string missing_reason;
-  std::vector<DeviceInfo> devices;  // enumerated once
+  std::string name;
+  BackendFactory factory;  // null when the backend is not built into this Kiln
+  std::string missing;     // why not, then
+  std::once_flag started;
+  std::shared_ptr<Backend> backend;
+  std::vector<DeviceInfo> devices;
 };
 
-struct Registry {
-  std::mutex mu;
-  std::map<std::string, Entry> entries;
-  std::vector<std::string> order;
-  std::once_flag builtins;
+std::vector<DeviceInfo> unavailable(const std::string& name, const std::string& why) {
+  return {DeviceInfo{Device{name, 0}, name, false, why}};
+}
 
-  // A backend that is known but not built into this Kiln: listed by devices() with the reason.
-  void add_missing(const std::string& name, const std::string& why) {
-    Entry e;
-    e.missing_reason = why;
-    e.devices = {DeviceInfo{Device{name, 0}, name, false, why}};
-    add_entry(name, std::move(e));
-  }
+// Makes the backend and enumerates its devices, once. Runs outside the registry's lock: a
+// driver may take its time, and a factory may itself register or look up other backends.
+void start(Entry& e) {
+  std::call_once(e.started, [&e] {
+    if (!e.factory) {
+      e.devices = unavailable(e.name, e.missing);
+      return;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      std::shared_ptr<Backend> b = e.factory();
+      if (!b) throw_error("the factory of backend '", e.name, "' returned no backend");
+      if (b->name() != e.name)
+        throw_error("the factory of backend '", e.name, "' made a backend named '", b->name(), "'");
+      e.devices = b->devices();
+      e.backend = std::move(b);
+    } catch (const std::exception& ex) {
+      e.devices = unavailable(e.name, ex.what());
+    } catch (...) {
+      e.devices = unavailable(e.name, "starting the backend raised an unknown exception");
+    }
+    if (e.devices.empty()) e.devices = unavailable(e.name, "the backend reports no device");
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    logging::debug("started backend ", e.name, " in ", ms,
+                   " ms: ", e.backend ? "" : "unavailable, ", e.devices.size(), " device(s)");
+  });
+}
 
-  void add_entry(const std::string& name, Entry e) {
-    entries[name] = std::move(e);
-    order.push_back(name);
-  }
-};
-
-// True on the thread that is registering the built-ins: their register_backend calls must not
-// wait for the built-ins to be registered.
-thread_local bool t_registering_builtins = false;
-
-// The built-in backends, registered as a plugin registers (register_backend), in the order
-// devices() lists them.
-void register_builtins(Registry& r) {
-  struct Flag {  // RAII, so that a throwing built-in leaves the flag clear
-    Flag() { t_registering_builtins = true; }
-    ~Flag() { t_registering_builtins = false; }
-  } flag;
+class Registry {
+ public:
+  // The built-ins: cheap to list (a name and a factory each), in the order devices() shows them.
+  Registry() {
 #ifdef KILN_HAVE_CPU_BACKEND
-  register_backend(make_cpu_backend());
+    add("cpu", &make_cpu_backend, "");
 #else
-  {
-    std::lock_guard<std::mutex> lock(r.mu);
-    r.add_missing("cpu", "the cpu backend (LLVM 15 ORC JIT) is not built into this Kiln");
-  }
+    add("cpu", nullptr, "the cpu backend (LLVM 15 ORC JIT) is not built into this Kiln");
 #endif
 #ifdef KILN_HAVE_OPENCL_BACKEND
-  register_backend(make_opencl_backend());
+    add("opencl", &make_opencl_backend, "");
 #else
-  {
-    std::lock_guard<std::mutex> lock(r.mu);
-    r.add_missing("opencl",
-                  "the opencl backend is not built into this Kiln (needs the OpenCL headers and "
-                  "ICD loader: opencl-headers, ocl-icd-opencl-dev)");
-  }
+    add("opencl", nullptr,
+        "the opencl backend is not built into this Kiln (needs the OpenCL headers and ICD "
+        "loader: opencl-headers, ocl-icd-opencl-dev)");
 #endif
 #ifdef KILN_HAVE_VULKAN_BACKEND
-  register_backend(make_vulkan_backend());
+    add("vulkan", &make_vulkan_backend, "");
 #else
-  {
-    std::lock_guard<std::mutex> lock(r.mu);
-    r.add_missing("vulkan",
-                  "the vulkan backend (Vulkan loader + glslang) is not built into this Kiln");
-  }
+    add("vulkan", nullptr,
+        "the vulkan backend (Vulkan loader + glslang) is not built into this Kiln");
 #endif
-  register_backend(make_reference_backend());
-}
+    add("reference", &make_reference_backend, "");
+  }
 
-// The registry, with the built-ins registered before anyone else can look or add.
+  void add(const std::string& name, BackendFactory factory, const std::string& missing) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (by_name_.count(name))
+      throw_error("register_backend: a backend named '", name, "' already exists");
+    auto e = std::make_unique<Entry>();
+    e->name = name;
+    e->factory = std::move(factory);
+    e->missing = missing;
+    by_name_[name] = e.get();
+    order_.push_back(std::move(e));
+  }
+
+  // Entries never move or go away, so a pointer stays valid after the lock is released.
+  Entry* find(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? nullptr : it->second;
+  }
+
+  std::vector<Entry*> all() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Entry*> out;
+    for (const auto& e : order_) out.push_back(e.get());
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Entry>> order_;
+  std::map<std::string, Entry*> by_name_;
+};
+
 Registry& registry() {
   static Immortal<Registry> reg;  // backends outlive work still running at exit
-  Registry& r = reg.get();
-  if (!t_registering_builtins) std::call_once(r.builtins, [&] { register_builtins(r); });
-  return r;
+  return reg.get();
 }
 
-std::string valid_list(Registry& r) {
+// Every usable device; starts every backend (only error messages need it).
+std::string valid_list() {
   std::ostringstream os;
   bool first = true;
-  for (const auto& name : r.order)
-    for (const DeviceInfo& d : r.entries[name].devices)
+  for (Entry* e : registry().all()) {
+    start(*e);
+    for (const DeviceInfo& d : e->devices)
       if (d.available) os << (first ? "" : ", ") << d.device, first = false;
+  }
   return first ? "none" : os.str();
+}
+
+void check_name(const std::string& name) {
+  if (name.empty() || name.find(':') != std::string::npos)
+    throw_error("register_backend: invalid backend name '", name,
+                "' (a non-empty name without ':', as in device(\"name:0\"))");
 }
 
 void check_device_hook(const Device& d) { backend_for(d); }
@@ -117,57 +159,49 @@ void check_device_hook(const Device& d) { backend_for(d); }
 }  // namespace
 
 std::vector<DeviceInfo> devices() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
   std::vector<DeviceInfo> out;
-  for (const auto& name : r.order)
-    for (const DeviceInfo& d : r.entries[name].devices) out.push_back(d);
+  for (Entry* e : registry().all()) {
+    start(*e);
+    out.insert(out.end(), e->devices.begin(), e->devices.end());
+  }
   return out;
 }
 
 Backend& backend_for(const Device& d) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.entries.find(d.backend);
-  if (it == r.entries.end()) {
+  Entry* e = registry().find(d.backend);
+  if (!e) {
     std::ostringstream names;
-    for (size_t i = 0; i < r.order.size(); ++i) names << (i ? ", " : "") << r.order[i];
+    bool first = true;
+    for (Entry* x : registry().all()) names << (first ? "" : ", ") << x->name, first = false;
     throw_error("unknown device '", d, "': no backend named '", d.backend,
-                "' (backends: ", names.str(), "; usable devices: ", valid_list(r), ")");
+                "' (backends: ", names.str(), "; usable devices: ", valid_list(), ")");
   }
-  Entry& e = it->second;
-  if (!e.backend)
-    throw_error("device ", d, " is not available: ", e.missing_reason,
-                " (usable devices: ", valid_list(r), ")");
-  if (d.index < 0 || d.index >= static_cast<int>(e.devices.size()))
-    throw_error("device ", d, " does not exist: backend '", d.backend, "' has ", e.devices.size(),
-                " device(s) (usable devices: ", valid_list(r), ")");
-  const DeviceInfo& info = e.devices[d.index];
+  start(*e);
+  if (!e->backend)
+    throw_error("device ", d, " is not available: ", e->devices.front().reason,
+                " (usable devices: ", valid_list(), ")");
+  if (d.index < 0 || d.index >= static_cast<int>(e->devices.size()))
+    throw_error("device ", d, " does not exist: backend '", d.backend, "' has ", e->devices.size(),
+                " device(s) (usable devices: ", valid_list(), ")");
+  const DeviceInfo& info = e->devices[d.index];
   if (!info.available)
     throw_error("device ", d, " is not available: ", info.reason,
-                " (usable devices: ", valid_list(r), ")");
-  return *e.backend;
+                " (usable devices: ", valid_list(), ")");
+  return *e->backend;
+}
+
+void register_backend(const std::string& name, BackendFactory factory) {
+  check_name(name);
+  if (!factory) throw_error("register_backend: no factory for backend '", name, "'");
+  registry().add(name, std::move(factory), "");
 }
 
 void register_backend(std::shared_ptr<Backend> backend) {
   if (!backend) throw_error("register_backend: null backend");
   std::string name = backend->name();
-  if (name.empty() || name.find(':') != std::string::npos)
-    throw_error("register_backend: invalid backend name '", name,
-                "' (a non-empty name without ':', as in device(\"name:0\"))");
-  Registry& r = registry();
-  // Devices are enumerated once, outside the lock (a driver may take its time).
-  Entry e;
-  try {
-    e.devices = backend->devices();
-  } catch (const std::exception& ex) {
-    e.devices = {DeviceInfo{Device{name, 0}, name, false, ex.what()}};
-  }
-  e.backend = std::move(backend);
-  std::lock_guard<std::mutex> lock(r.mu);
-  if (r.entries.count(name))
-    throw_error("register_backend: a backend named '", name, "' already exists");
-  r.add_entry(name, std::move(e));
+  check_name(name);
+  registry().add(
+      name, [b = std::move(backend)] { return b; }, "");
 }
 
 }  // namespace kiln

@@ -349,7 +349,7 @@ TEST(FusionRandom, CompiledOnVulkanMatchesReference) {
 // per program (~4 min per shard of the full sweep on a cold cache).
 void run_opencl_shard(int shard) {
   if (!test::backend_available("opencl")) GTEST_SKIP() << "no usable OpenCL device";
-  test::Sweep sw = test::device_sweep(1, 500, 36);
+  test::Sweep sw = test::device_sweep(1, 500, 24);
   if (const char* e = std::getenv("KILN_OPENCL_RANDOM_GRAPHS")) sw.count = std::atoi(e);
   SCOPED_TRACE(sw.trace);
   int begin = sw.count * shard / 3, end = sw.count * (shard + 1) / 3;

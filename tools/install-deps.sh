@@ -1,24 +1,32 @@
 #!/usr/bin/env bash
-# Installs every Debian package Kiln builds, tests or benchmarks with (the list in TOOLCHAIN.md).
-# Idempotent: when every package is present it does nothing and touches no network.
+# Installs the Debian packages Kiln needs (the list in TOOLCHAIN.md). Without arguments: what the
+# library, its backends and the `kiln` command build and run with (`make demo`). `--test` adds
+# what the tests, benchmarks and CI's checks use (`make test`); `--report` adds Chromium (`make
+# bench-report`). Idempotent: when every package is present it does nothing and touches no network.
 set -euo pipefail
 
 packages=(
-  build-essential cmake make git pkg-config
-  libtbb-dev llvm-15-dev clang-15 libzstd-dev
-  pocl-opencl-icd ocl-icd-opencl-dev opencl-headers opencl-c-headers opencl-clhpp-headers clinfo
-  mesa-vulkan-drivers libvulkan-dev vulkan-tools vulkan-validationlayers
-  glslang-dev glslang-tools spirv-tools
-  libopenblas-dev libdnnl-dev libclblast-dev
-  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev ccache
-  python3-numpy clang-format
-  # The checks in .ci/run: clang-15's omp.h (onednn_matmul.cpp in the clang sanitizer builds;
-  # Kiln still links GCC's libgomp) and dpkg-dev's dpkg-source (tools/build-tsan-tbb.sh).
-  libomp-15-dev dpkg-dev
+  build-essential cmake make git pkg-config ccache
+  libtbb-dev llvm-15-dev libzstd-dev libopenblas-dev libdnnl-dev
+  pocl-opencl-icd ocl-icd-opencl-dev opencl-headers opencl-c-headers libclblast-dev
+  mesa-vulkan-drivers libvulkan-dev glslang-dev glslang-tools spirv-tools
+  nlohmann-json3-dev libcli11-dev
+)
+test_packages=(
+  libgtest-dev libgmock-dev libbenchmark-dev python3-numpy
+  vulkan-validationlayers vulkan-tools clinfo clang-format
+  # The checks in .ci/run: clang-15 builds the sanitizer targets, its omp.h serves
+  # onednn_matmul.cpp there (Kiln still links GCC's libgomp); dpkg-source builds a TSan oneTBB.
+  clang-15 libomp-15-dev dpkg-dev
 )
 
-# `make bench-report` renders the benchmark report in headless Chromium: only that target asks.
-if [ "${1:-}" = "--report" ]; then packages+=(chromium); fi
+for arg in "$@"; do
+  case "$arg" in
+    --test) packages+=("${test_packages[@]}") ;;
+    --report) packages+=(chromium) ;;
+    *) echo "install-deps: unknown option '$arg' (valid: --test, --report)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
@@ -36,4 +44,8 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# force-unsafe-io: dpkg skips an fsync per unpacked file, as Debian's container images do; on a
+# fresh machine that is most of dpkg's time for these ~185 packages.
+$SUDO apt-get install -y -qq --no-install-recommends -o Dpkg::Options::=--force-unsafe-io \
+  "${missing[@]}" > /dev/null
+echo "install-deps: done"

@@ -58,4 +58,16 @@ std::string platform_string(cl_platform_id p, cl_platform_info what) {
   return std::string(s.data());
 }
 
+std::string program_build_log(cl_device_id d, cl_program p) {
+  size_t n = 0;
+  if (clGetProgramBuildInfo(p, d, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n) != CL_SUCCESS) return "";
+  std::vector<char> log(n + 1, '\0');
+  if (clGetProgramBuildInfo(p, d, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr) != CL_SUCCESS)
+    return "";
+  // Drivers pad the log with whitespace (PoCL returns "\n" for a clean build).
+  std::string s(log.data());
+  size_t end = s.find_last_not_of(" \t\r\n");
+  return end == std::string::npos ? "" : s.substr(0, end + 1);
+}
+
 }  // namespace kiln::opencl

@@ -21,6 +21,8 @@ void cl_check(cl_int err, const char* what);
 // String and scalar device queries.
 std::string device_string(cl_device_id d, cl_device_info what);
 std::string platform_string(cl_platform_id p, cl_platform_info what);
+// The compiler's log of the last build of `p` on `d` ("" when there is none).
+std::string program_build_log(cl_device_id d, cl_program p);
 template <typename T>
 T device_value(cl_device_id d, cl_device_info what) {
   T v{};

@@ -1,4 +1,6 @@
-// Kernel IR -> OpenCL C 1.2 source. One program per Kernel; its entry points share one argument
+// Kernel IR -> OpenCL C 1.2 source: the shared work-group layout (backends/source/
+// workgroup_layout.h) written in the OpenCL C dialect (dialect_opencl.h); this file checks the
+// device's capabilities. One program per Kernel; its entry points share one argument
 // list: the kernel's buffers (b0..), every launch word as a `long` (p0..), the float launch
 // scalars converted on the host (c<value>..), and for reductions three __local arrays sized by
 // the launch's work-group size.

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "graph/error.h"
+#include "graph/log.h"
 
 namespace kiln::opencl {
 
@@ -32,15 +33,19 @@ std::string gib(cl_ulong bytes) {
   return os.str();
 }
 
-// Builds a tiny kernel: a device whose compiler cannot build it is listed as unusable.
+// Builds a tiny kernel: a device whose compiler cannot build it is listed as unusable, with
+// the compiler's log.
 void probe(ClDevice& d) {
   const char* src = "__kernel void kiln_probe(__global float* x) { x[get_global_id(0)] += 1.0f; }";
   cl_int err = CL_SUCCESS;
   cl_program p = clCreateProgramWithSource(d.context, 1, &src, nullptr, &err);
   cl_check(err, "clCreateProgramWithSource (probe)");
-  err = clBuildProgram(p, 1, &d.id, "-cl-std=CL1.2", nullptr, nullptr);
+  err = clBuildProgram(p, 1, &d.id, d.build_options().c_str(), nullptr, nullptr);
+  std::string log = program_build_log(d.id, p);
   clReleaseProgram(p);
-  cl_check(err, "clBuildProgram (probe kernel)");
+  if (err != CL_SUCCESS)
+    throw_error("opencl: the probe kernel does not build (", cl_error_name(err), "); build log:\n",
+                log);
 }
 
 void describe(ClDevice& d) {
@@ -108,6 +113,14 @@ std::string ClDevice::description() const {
 std::string ClDevice::build_options() const {
   std::string o = "-cl-std=CL1.2";
   if (correct_divide_sqrt) o += " -cl-fp32-correctly-rounded-divide-sqrt";
+  // PoCL's clang writes "N warnings generated." to the process's stderr whenever a build has
+  // warnings, and PoCL 3.1 refuses every option that would drop only that line
+  // (-fno-caret-diagnostics, also through POCL_EXTRA_BUILD_FLAGS). -w keeps warnings out of
+  // stderr and the build log alike; errors still reach the log, and so kiln::Error. Under
+  // KILN_LOG=debug warnings are wanted: built without -w, the debug log shows them (and clang
+  // its summary line). The options are part of identity(), so such builds get their own cache
+  // entries and a debug run compiles, and so logs, each kernel once.
+  if (!logging::enabled(logging::Level::debug)) o += " -w";
   return o;
 }
 

@@ -1,9 +1,11 @@
 // OpenCL devices as Kiln sees them: every device of every platform the ICD loader reports,
 // numbered opencl:0, opencl:1, ... in platform order, each with what `kiln devices` prints and,
 // when it cannot be used, why (OpenCL older than 1.2, no compiler, a probe kernel that does not
-// build). A usable device owns its context and a transfer queue for blocking Buffer reads and
-// writes. KILN_OPENCL_HIDE_FP64=1 hides cl_khr_fp64 (to test the no-fp64 path on PoCL);
-// KILN_OPENCL_GPU_LAYOUT=1 makes a CPU device take the GPU code layout (codegen.h DeviceCaps).
+// build). Discovered when the opencl backend is first used (backends/registry.h), so a process
+// that never uses OpenCL never loads the ICD's driver. A usable device owns its context and a
+// transfer queue for blocking Buffer reads and writes. KILN_OPENCL_HIDE_FP64=1 hides cl_khr_fp64
+// (to test the no-fp64 path on PoCL); KILN_OPENCL_GPU_LAYOUT=1 makes a CPU device take the GPU code
+// layout (codegen.h DeviceCaps).
 #pragma once
 
 #include <memory>

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph/error.h"
+#include "graph/log.h"
 
 namespace kiln::opencl {
 
@@ -41,14 +42,6 @@ struct Header {
   char magic[8];
   uint64_t source_hash, identity_hash, payload_bytes, checksum;
 };
-
-std::string build_log(const ClDevice& dev, cl_program p) {
-  size_t n = 0;
-  clGetProgramBuildInfo(p, dev.id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
-  std::vector<char> log(n + 1, '\0');
-  clGetProgramBuildInfo(p, dev.id, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
-  return log.data();
-}
 
 cl_program from_binary(ClDevice& dev, const std::vector<unsigned char>& bin) {
   const unsigned char* ptr = bin.data();
@@ -158,7 +151,10 @@ BuiltProgram build_program(ClDevice& dev, const std::string& source, const std::
   if (!path.empty()) {
     std::vector<unsigned char> bin = read_entry(path, key);
     if (!bin.empty())
-      if (cl_program p = from_binary(dev, bin)) return {p, true};
+      if (cl_program p = from_binary(dev, bin)) {
+        logging::debug("opencl: kernel ", name, " on ", dev.label(), " loaded from ", path);
+        return {p, true};
+      }
   }
   const char* src = source.c_str();
   cl_int err = CL_SUCCESS;
@@ -166,10 +162,15 @@ BuiltProgram build_program(ClDevice& dev, const std::string& source, const std::
   cl_check(err, "clCreateProgramWithSource");
   err = clBuildProgram(p, 1, &dev.id, dev.build_options().c_str(), nullptr, nullptr);
   if (err != CL_SUCCESS) {
-    std::string log = build_log(dev, p);
+    std::string log = program_build_log(dev.id, p);
     clReleaseProgram(p);
     throw_error("opencl: kernel ", name, " failed to build on ", dev.label(), ": ",
                 cl_error_name(err), "\nbuild log:\n", log, "\nsource:\n", source);
+  }
+  if (logging::enabled(logging::Level::debug)) {
+    std::string log = program_build_log(dev.id, p);
+    logging::debug("opencl: built kernel ", name, " on ", dev.label(), " (", dev.build_options(),
+                   ")", log.empty() ? std::string(", empty build log") : ", build log:\n" + log);
   }
   if (!path.empty()) {
     std::vector<unsigned char> bin = program_binary(dev, p);

@@ -5,7 +5,8 @@
 // payload size and an FNV-1a checksum; one that does not verify or whose binary the driver
 // refuses is rebuilt from source and overwritten. The folder must be the user's own and not
 // writable by others (binaries become code); otherwise programs are built without the cache.
-// A build failure raises kiln::Error carrying the compiler's log.
+// A build failure raises kiln::Error carrying the compiler's log; a successful build's log goes
+// to the debug log (KILN_LOG=debug, graph/log.h), never to the terminal.
 #pragma once
 
 #include <string>

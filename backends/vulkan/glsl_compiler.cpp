@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "graph/error.h"
+#include "graph/log.h"
 
 namespace kiln::vulkan {
 
@@ -38,6 +39,20 @@ struct ShaderDeleter {
 struct ProgramDeleter {
   void operator()(glslang_program_t* p) const { glslang_program_delete(p); }
 };
+
+// glslang writes nothing itself: what it says about a shader that compiles (warnings) is in
+// its info logs, which the debug log shows.
+void log_success(const std::string& name, glslang_shader_t* shader, glslang_program_t* program) {
+  std::string said;
+  for (const char* part :
+       {glslang_shader_get_info_log(shader), glslang_program_get_info_log(program),
+        glslang_program_SPIRV_get_messages(program)})
+    if (part && *part) said += part;
+  size_t end = said.find_last_not_of(" \t\r\n");
+  said = end == std::string::npos ? "" : said.substr(0, end + 1);
+  logging::debug("vulkan: compiled kernel ", name, " with glslang",
+                 said.empty() ? std::string(", nothing in its logs") : ", its logs:\n" + said);
+}
 
 }  // namespace
 
@@ -75,6 +90,7 @@ std::vector<uint32_t> compile_glsl(const std::string& glsl, const std::string& n
   std::vector<uint32_t> spirv(words);
   glslang_program_SPIRV_get(program.get(), spirv.data());
   if (words == 0) fail("SPIR-V generation", "no code generated");
+  if (logging::enabled(logging::Level::debug)) log_success(name, shader.get(), program.get());
   return spirv;
 }
 

@@ -10,7 +10,8 @@
 namespace kiln::vulkan {
 
 // Raises kiln::Error with glslang's log (and the numbered source) when the shader does not
-// compile; `name` names the kernel in the message.
+// compile; `name` names the kernel in the message. What glslang says about a shader that
+// compiles (warnings) goes to the debug log (KILN_LOG=debug).
 std::vector<uint32_t> compile_glsl(const std::string& glsl, const std::string& name);
 
 }  // namespace kiln::vulkan

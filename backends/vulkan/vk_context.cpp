@@ -10,6 +10,7 @@
 
 #include "backends/vulkan/disk_cache.h"
 #include "graph/error.h"
+#include "graph/log.h"
 
 namespace kiln::vulkan {
 
@@ -23,7 +24,7 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBits
                                              void*) {
   if (severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
     g_validation_messages.fetch_add(1);
-    std::fprintf(stderr, "kiln vulkan validation: %s\n", data->pMessage);
+    logging::warn("vulkan validation: ", data->pMessage);
   }
   return VK_FALSE;
 }
@@ -41,6 +42,15 @@ bool has_layer(const char* name) {
   for (const auto& l : layers)
     if (std::strcmp(l.layerName, name) == 0) return true;
   return false;
+}
+
+// Mesa's drivers (lavapipe from Mesa 23) print "WARNING: lavapipe is not a conformant Vulkan
+// implementation" to stderr when loaded unless this is set; the user asked for nothing, so it
+// stays off the terminal unless KILN_LOG=debug. Set before the instance loads any driver, and
+// never over the user's own value.
+void quiet_drivers() {
+  if (!logging::enabled(logging::Level::debug))
+    ::setenv("MESA_VK_IGNORE_CONFORMANCE_WARNING", "1", 0);
 }
 
 // The process's instance; never destroyed (devices and their threads may outlive static
@@ -68,7 +78,13 @@ struct Instance {
       ci.enabledExtensionCount = 1;
       ci.ppEnabledExtensionNames = &ext;
     }
-    check(vkCreateInstance(&ci, nullptr, &handle), "vkCreateInstance");
+    quiet_drivers();
+    VkResult r = vkCreateInstance(&ci, nullptr, &handle);
+    if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
+      throw_error(
+          "vulkan: no Vulkan driver found (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER):"
+          " install one, e.g. Debian's mesa-vulkan-drivers (lavapipe) or a GPU vendor's");
+    check(r, "vkCreateInstance");
     if (validate) {
       VkDebugUtilsMessengerCreateInfoEXT mi{
           VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};

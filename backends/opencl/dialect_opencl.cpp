@@ -1,0 +1,339 @@
+#include "backends/opencl/dialect_opencl.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "backends/opencl/prelude_opencl.h"
+#include "backends/source/emitter.h"
+
+namespace kiln::opencl {
+
+namespace {
+
+bool is_signed_int(Dtype d) { return d == int8 || d == int32 || d == int64; }
+
+std::string float_literal(double v, Dtype d) {
+  bool f64 = d == float64;
+  if (std::isnan(v)) return f64 ? "((double)NAN)" : "NAN";
+  if (std::isinf(v))
+    return std::string(v < 0 ? "-" : "") + (f64 ? "((double)INFINITY)" : "INFINITY");
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f64 ? "%a" : "%af",
+                f64 ? v : static_cast<double>(static_cast<float>(v)));
+  return std::string("(") + buf + ")";
+}
+
+std::string int_literal(int64_t v, const std::string& type) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "((%s)0x%llxUL)", type.c_str(),
+                static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string hex(uint64_t x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(x));
+  return buf;
+}
+
+std::string replace_x(std::string e, const std::string& x) {
+  for (size_t p = e.find('X'); p != std::string::npos; p = e.find('X', p + x.size()))
+    e.replace(p, 1, x);
+  return e;
+}
+
+// The OpenCL C type a value of dtype d lives in inside a kernel.
+const char* cl_type(Dtype d) {
+  switch (d.kind) {
+    case Dtype::Kind::Bool: return "uchar";
+    case Dtype::Kind::Int8: return "char";
+    case Dtype::Kind::UInt8: return "uchar";
+    case Dtype::Kind::Int32: return "int";
+    case Dtype::Kind::UInt32: return "uint";
+    case Dtype::Kind::Int64: return "long";
+    case Dtype::Kind::UInt64: return "ulong";
+    case Dtype::Kind::Float64: return "double";
+    default: return "float";  // float32, float16, bfloat16 (storage types computed in float32)
+  }
+}
+
+}  // namespace
+
+std::string OpenclDialect::value_type(Dtype d) const { return cl_type(d); }
+
+std::string OpenclDialect::unsigned_type(Dtype d) const {
+  switch (d.kind) {
+    case Dtype::Kind::Int8:
+    case Dtype::Kind::UInt8:
+    case Dtype::Kind::Bool: return "uchar";
+    case Dtype::Kind::Int32:
+    case Dtype::Kind::UInt32: return "uint";
+    default: return "ulong";
+  }
+}
+
+std::string OpenclDialect::storage_type(Dtype d) const {
+  return d.is_half() ? "ushort" : cl_type(d);
+}
+
+std::string OpenclDialect::dim(const Dim& d) {
+  return d.is_runtime() ? "p" + std::to_string(d.param) : "(" + std::to_string(d.value) + "L)";
+}
+
+std::string OpenclDialect::address(const IndexMap& m) { return "(" + Dialect::address(m) + ")"; }
+
+std::string OpenclDialect::define(Dtype d, const std::string& name, const std::string& e) {
+  return "const " + (vec16 ? std::string("float16") : value_type(d)) + " " + name + " = " + e + ";";
+}
+
+std::string OpenclDialect::constant(int i) {
+  const Value& c = kernel().body[i];
+  if (c.param >= 0) {
+    if (!c.dtype.is_float()) return "(" + value_type(c.dtype) + ")p" + std::to_string(c.param);
+    if (c.dtype == float64) return "as_double(p" + std::to_string(c.param) + ")";
+    return "c" + std::to_string(i);
+  }
+  Scalar s = c.constant.cast(c.dtype);
+  return c.dtype.is_float() ? float_literal(s.f, c.dtype) : int_literal(s.i, value_type(c.dtype));
+}
+
+std::string OpenclDialect::load(int b) {
+  const KernelBuffer& buf = kernel().buffers[b];
+  if (vec16) return "vload16(0, b" + std::to_string(b) + " + g)";
+  std::string x = "b" + std::to_string(b) + "[" + address(buf.map) + "]";
+  if (buf.dtype == float16) return "kiln_h2f(" + x + ")";
+  if (buf.dtype == bfloat16) return "kiln_bf2f(" + x + ")";
+  if (buf.dtype.is_bool()) return "(uchar)(" + x + " != 0)";
+  return x;
+}
+
+std::string OpenclDialect::store(const Store& s, const std::string& ind) {
+  const KernelBuffer& buf = kernel().buffers[s.buffer];
+  std::string x = name(s.value);
+  if (buf.dtype == float16)
+    x = "kiln_f2h((float)" + x + ")";
+  else if (buf.dtype == bfloat16)
+    x = "kiln_f2bf((float)" + x + ")";
+  else if (buf.dtype.is_bool())
+    x = "(uchar)(" + x + " != 0)";
+  else
+    x = "(" + storage_type(buf.dtype) + ")" + x;
+  return ind + "b" + std::to_string(s.buffer) + "[" + address(buf.map) + "] = " + x + ";\n";
+}
+
+std::string OpenclDialect::index(const Value& v) { return address(v.map); }
+
+// A float32 function of float `a` computed in double (correctly rounded results, as the
+// reference) when the device has fp64.
+std::string OpenclDialect::via_double(const std::string& expr_of_d, const std::string& a,
+                                      Dtype d) const {
+  if (d == float64) return expr_of_d.empty() ? a : replace_x(expr_of_d, a);
+  if (!caps_.fp64) return "";
+  return "(float)(" + replace_x(expr_of_d, "(double)" + a) + ")";
+}
+
+std::string OpenclDialect::unary(const Value& val) {
+  Dtype d = val.dtype;
+  std::string a = name(val.a), T = value_type(d);
+  if (val.unary == UnaryOp::LogicalNot) return "(" + T + ")(" + a + " == 0)";
+  if (!d.is_float()) {
+    std::string U = unsigned_type(d);
+    switch (val.unary) {
+      case UnaryOp::Negative: return "(" + T + ")(0 - (" + U + ")" + a + ")";
+      case UnaryOp::Abs:
+        if (!is_signed_int(d)) return a;
+        return "(" + a + " < 0 ? (" + T + ")(0 - (" + U + ")" + a + ") : " + a + ")";
+      default: return a;  // floor/ceil of an integer
+    }
+  }
+  if (std::string e = float_unary(val.unary, a); !e.empty()) return e;
+  std::string one = d == float64 ? "1.0" : "1.0f";
+  switch (val.unary) {
+    case UnaryOp::Abs: return "fabs(" + a + ")";
+    case UnaryOp::Exp: return "exp(" + a + ")";
+    case UnaryOp::Log: return "log(" + a + ")";
+    case UnaryOp::Rsqrt: {
+      std::string e = via_double("1.0 / sqrt(X)", a, d);
+      return e.empty() ? "(1.0f / sqrt(" + a + "))" : e;
+    }
+    case UnaryOp::Sin: return "sin(" + a + ")";
+    case UnaryOp::Cos: return "cos(" + a + ")";
+    case UnaryOp::Tanh: return "tanh(" + a + ")";
+    case UnaryOp::Erf:
+      return (d == float64 ? "erf(" : vec16 ? "kiln_erf16(" : "kiln_erf(") + a + ")";
+    case UnaryOp::Sigmoid: return "(" + one + " / (" + one + " + exp(-" + a + ")))";
+    default: break;
+  }
+  return a;
+}
+
+std::string OpenclDialect::binary(const Value& val) {
+  Dtype d = dtype_of(val.a);
+  std::string a = name(val.a), b = name(val.b);
+  // Comparisons give a bool, which OpenCL C holds in a uchar.
+  if (std::string e = compare(val, a, b); !e.empty()) return "(uchar)" + e;
+  switch (val.binary) {
+    case BinaryOp::LogicalAnd: return "(uchar)(" + a + " != 0 && " + b + " != 0)";
+    case BinaryOp::LogicalOr: return "(uchar)(" + a + " != 0 || " + b + " != 0)";
+    default: break;
+  }
+  if (!d.is_float()) return integer_binary(val, a, b);
+  if (std::string e = float_arith(val.binary, a, b); !e.empty()) return e;
+  if (val.binary == BinaryOp::Power) {
+    if (d == float64) return "pow(" + a + ", " + b + ")";
+    if (caps_.fp64) return "(float)pow((double)" + a + ", (double)" + b + ")";
+    return "pow(" + a + ", " + b + ")";
+  }
+  return a;
+}
+
+// Integer arithmetic wraps: computed in the unsigned type, converted back.
+std::string OpenclDialect::integer_binary(const Value& val, const std::string& a,
+                                          const std::string& b) {
+  Dtype d = dtype_of(val.a);
+  std::string T = value_type(val.dtype), U = unsigned_type(d);
+  auto wrap = [&](const char* op) {
+    return "(" + T + ")((" + U + ")" + a + " " + op + " (" + U + ")" + b + ")";
+  };
+  switch (val.binary) {
+    case BinaryOp::Add: return wrap("+");
+    case BinaryOp::Subtract: return wrap("-");
+    case BinaryOp::Multiply: return wrap("*");
+    case BinaryOp::Divide:
+      if (!is_signed_int(d))
+        return "(" + b + " == 0 ? (" + T + ")0 : (" + T + ")(" + a + " / " + b + "))";
+      return "(" + b + " == 0 ? (" + T + ")0 : " + b + " == -1 ? (" + T + ")(0 - (" + U + ")" + a +
+             ") : (" + T + ")(" + a + " / " + b + "))";
+    case BinaryOp::Power:
+      return "(" + T + ")kiln_ipow((long)" + a + ", (long)" + b + ", " +
+             (is_signed_int(d) ? "1" : "0") + ")";
+    case BinaryOp::Maximum: return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
+    case BinaryOp::Minimum: return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
+    default: break;
+  }
+  return a;
+}
+
+std::string OpenclDialect::cast(const Value& val) {
+  Dtype from = dtype_of(val.a), to = val.dtype;
+  std::string a = name(val.a), T = value_type(to);
+  if (to.is_bool()) return "(uchar)(" + a + " != 0)";  // NaN != 0 holds: NaN is true
+  if (to.is_float()) {
+    std::string f32;  // the value as float32 (the reference narrows through float32)
+    if (from.is_float() || !(from == int64 || from == uint64) || !caps_.fp64)
+      f32 = "(float)" + a;
+    else
+      f32 = "(float)(double)" + a;  // 64-bit ints round through double, as the reference
+    if (to == float64) return "(double)" + a;
+    if (to == float16) return "kiln_rh(" + f32 + ")";
+    if (to == bfloat16) return "kiln_rbf(" + f32 + ")";
+    return f32;
+  }
+  if (from.is_float()) return "convert_" + T + "_sat_rtz(" + a + ")";
+  return "(" + T + ")" + a;
+}
+
+std::string OpenclDialect::random(const Value& val) {
+  std::string key =
+      val.param >= 0 ? "(ulong)p" + std::to_string(val.param) : "0x" + hex(val.key) + "UL";
+  std::string c = "(ulong)" + name(val.a);
+  auto unit = [&](const std::string& counter, Dtype d) -> std::string {
+    std::string bits = "kiln_bits(" + key + ", " + counter + ")";
+    if (d == float64) return "((double)(" + bits + " >> 11) * 0x1.0p-53)";
+    int p = d == float16 ? 11 : d == bfloat16 ? 8 : 24;
+    return "((float)(" + bits + " >> " + std::to_string(64 - p) + ") * 0x1.0p-" +
+           std::to_string(p) + "f)";
+  };
+  if (val.dist == RandomDist::Uniform) return unit(c, val.dtype);
+  Dtype ud = val.dtype == float64 ? float64 : float32;
+  std::string u1 = unit("2UL * " + c, ud), u2 = unit("2UL * " + c + " + 1UL", ud);
+  if (val.dtype == float64 || caps_.fp64) {
+    std::string e = "(sqrt(-2.0 * log(1.0 - (double)" + u1 +
+                    ")) * cos(6.283185307179586 * (double)" + u2 + "))";
+    return val.dtype == float64 ? e : "(float)" + e;
+  }
+  return "(sqrt(-2.0f * log(1.0f - " + u1 + ")) * cos(6.2831853f * " + u2 + "))";
+}
+
+const source::Builtins& OpenclDialect::words() const {
+  static const source::Builtins w{"__kernel void ",
+                                  "__global ",
+                                  "__local ",
+                                  "inline ",
+                                  "long",
+                                  "get_global_id(0)",
+                                  "get_global_size(0)",
+                                  "get_local_id(0)",
+                                  "get_local_size(0)",
+                                  "get_group_id(0)",
+                                  "get_num_groups(0)",
+                                  "barrier(CLK_LOCAL_MEM_FENCE)",
+                                  "min"};
+  return w;
+}
+
+std::string OpenclDialect::preamble() {
+  std::string s = "#pragma OPENCL FP_CONTRACT OFF\n";
+  if (caps_.fp64) s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+  return s + opencl_prelude();
+}
+
+// A float32 kernel over one contiguous axis whose every load and store is at the point
+// itself, with operations OpenCL C defines on vectors: its CPU-device run goes 16 lanes at a
+// time in explicit float16 (PoCL's vectoriser stops at 256-bit vectors on AVX-512 hosts, where
+// explicit 512-bit types are used as such), the scalar loop takes the rest.
+bool OpenclDialect::vector_form() const {
+  if (kernel().ndim() != 1 || kernel().reduce) return false;
+  auto at_point = [](const IndexMap& m) {
+    return m.offset == Dim::constant(0) && m.strides.size() == 1 &&
+           m.strides[0] == Dim::constant(1);
+  };
+  for (const KernelBuffer& b : kernel().buffers)
+    if (b.dtype != float32 || !at_point(b.map)) return false;
+  for (const Value& val : kernel().body) {
+    if (val.dtype != float32) return false;
+    switch (val.kind) {
+      case ValueKind::Load:
+      case ValueKind::Constant: break;
+      case ValueKind::Unary:
+        // Not sin/cos: PoCL's 16-lane versions lose accuracy on large arguments (sin(x) off
+        // by 7e-3 where the scalar one is exact to an ulp); not rsqrt (computed in double).
+        if (val.unary == UnaryOp::Rsqrt || val.unary == UnaryOp::LogicalNot ||
+            val.unary == UnaryOp::Sin || val.unary == UnaryOp::Cos)
+          return false;
+        break;
+      case ValueKind::Binary:
+        if (val.binary != BinaryOp::Add && val.binary != BinaryOp::Subtract &&
+            val.binary != BinaryOp::Multiply && val.binary != BinaryOp::Divide &&
+            val.binary != BinaryOp::Maximum && val.binary != BinaryOp::Minimum)
+          return false;
+        break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
+// The 16-lane loop: constants become vectors (shadowing the scalars inside the loop), then
+// loads, values and stores in float16.
+void OpenclDialect::vector_run(source::Emitter& em) {
+  if (!caps_.cpu || !vector_form()) return;
+  const Kernel& k_ = kernel();
+  for (int i = 0; i < static_cast<int>(k_.body.size()); ++i)
+    if (k_.body[i].kind == ValueKind::Constant)
+      em.out() << "  const float16 w" << i << " = (float16)(" << source::Emitter::v(i) << ");\n";
+  em.out() << "  for (; g0 + 16 <= to; g0 += 16) {\n";
+  em.out() << "    const long g = g0;\n";
+  for (int i = 0; i < static_cast<int>(k_.body.size()); ++i)
+    if (k_.body[i].kind == ValueKind::Constant)
+      em.out() << "    const float16 " << source::Emitter::v(i) << " = w" << i << ";\n";
+  vec16 = true;
+  em.values(0, static_cast<int>(k_.body.size()), "    ");
+  for (const Store& st : k_.stores)
+    em.out() << "    vstore16(" << source::Emitter::v(st.value) << ", 0, b" << st.buffer
+             << " + g);\n";
+  vec16 = false;
+  em.out() << "  }\n";
+}
+
+}  // namespace kiln::opencl

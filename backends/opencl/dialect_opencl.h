@@ -1,0 +1,51 @@
+// OpenCL C 1.2 as a dialect of the shared source emitter (backends/source/): Kiln values in
+// OpenCL C types (bool as uchar, 16-bit floats computed in float and stored as ushort), wrapping
+// integer arithmetic through unsigned types, launch words as `long` arguments p0.. and float
+// launch scalars as float arguments c<value>. Semantics are scalar_ops.h's (see codegen.h).
+#pragma once
+
+#include <string>
+
+#include "backends/opencl/codegen.h"
+#include "backends/source/workgroup_layout.h"
+
+namespace kiln::opencl {
+
+class OpenclDialect : public source::WorkgroupDialect {
+ public:
+  explicit OpenclDialect(const DeviceCaps& caps) : caps_(caps) {}
+
+  std::string value_type(Dtype d) const override;
+  std::string dim(const Dim& d) override;
+  std::string address(const IndexMap& m) override;
+  std::string define(Dtype d, const std::string& name, const std::string& e) override;
+  std::string constant(int value) override;
+  std::string load(int buffer) override;
+  std::string store(const Store& s, const std::string& ind) override;
+  std::string index(const Value& v) override;
+  std::string unary(const Value& v) override;
+  std::string binary(const Value& v) override;
+  std::string cast(const Value& v) override;
+  std::string random(const Value& v) override;
+  std::string bool_literal(bool v) const override { return v ? "1" : "0"; }
+
+  const source::Builtins& words() const override;
+  std::string preamble() override;
+  std::string storage_type(Dtype d) const override;
+  std::string unsigned_type(Dtype d) const override;
+  // The float16 form (below) of an element-wise run on a CPU device.
+  void vector_run(source::Emitter& em) override;
+
+ private:
+  // A float32 kernel over one contiguous axis whose every load and store is at the point and
+  // whose every op OpenCL C defines on vectors (see vector_run).
+  bool vector_form() const;
+
+  std::string via_double(const std::string& expr_of_d, const std::string& a, Dtype d) const;
+  std::string integer_binary(const Value& v, const std::string& a, const std::string& b);
+
+  DeviceCaps caps_;
+  bool vec16 = false;  // writing the float16 form: values are 16 points at `g`
+};
+
+}  // namespace kiln::opencl

@@ -1,0 +1,137 @@
+// A process that only uses cpu: one eager op and one compiled call on the default device. With
+// --check-maps it then fails if a GPU driver or its compiler is mapped (/proc/self/maps):
+// devices are discovered on first use, so PoCL, lavapipe and their kin must never load here.
+// With --all-devices it first lists devices() and checks that the drivers it reports usable are
+// mapped, the control showing the check can see them. Without flags it only runs one eager op:
+// the program whose start-up to first result is timed (cold caches: empty KILN_CACHE_DIR).
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kiln.h"
+
+namespace {
+
+// Shared libraries the OpenCL ICD loader and the Vulkan loader would load: the drivers named in
+// their manifests, and the compilers those drivers link.
+std::set<std::string> driver_libraries() {
+  std::set<std::string> libs = {"libpocl", "libvulkan_lvp", "libclang-cpp", "libvulkan_radeon",
+                                "libvulkan_intel"};
+  auto add_from = [&](const std::string& dir, const std::regex& pattern) {
+    std::error_code ec;
+    for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
+      std::ifstream in(f.path());
+      std::string text((std::istreambuf_iterator<char>(in)), {});
+      std::smatch m;
+      if (std::regex_search(text, m, pattern))
+        libs.insert(std::filesystem::path(m[1].str()).filename().string());
+    }
+  };
+  add_from("/etc/OpenCL/vendors", std::regex(R"(^\s*(\S+))"));
+  add_from("/usr/share/vulkan/icd.d", std::regex(R"re("library_path"\s*:\s*"([^"]+)")re"));
+  return libs;
+}
+
+// The mapped files whose name contains one of `libs`.
+std::vector<std::string> mapped(const std::set<std::string>& libs) {
+  std::ifstream maps("/proc/self/maps");
+  std::set<std::string> out;
+  for (std::string line; std::getline(maps, line);) {
+    size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    std::string path = line.substr(slash);
+    std::string name = std::filesystem::path(path).filename().string();
+    for (const std::string& lib : libs)
+      if (name.find(lib) != std::string::npos) out.insert(path);
+  }
+  return {out.begin(), out.end()};
+}
+
+bool first_eager_op() {
+  kiln::Array y = kiln::exp(kiln::array({0.0f, 1.0f, 2.0f}, {3}));
+  kiln::eval(y);
+  return y.to_vector<float>()[0] == 1.0f;
+}
+
+bool cpu_work() {
+  kiln::Array y = kiln::exp(kiln::array({0.0f, 1.0f, 2.0f}, {3}));
+  kiln::eval(y);
+  auto f = kiln::compile(
+      [](const std::vector<kiln::Array>& in) { return std::vector<kiln::Array>{in[0] * 2.0f}; });
+  float twice = f({y})[0].to_vector<float>()[1];
+  return y.to_vector<float>()[0] == 1.0f && std::abs(twice - 2 * 2.7182817f) < 1e-5f;
+}
+
+// --check-maps: cpu work, then no driver may be mapped.
+int check_maps() {
+  if (!cpu_work()) return std::cerr << "wrong values from the cpu work\n", 1;
+  std::vector<std::string> found = mapped(driver_libraries());
+  for (const std::string& f : found) std::cerr << "a cpu-only process mapped " << f << "\n";
+  return found.empty() ? 0 : 1;
+}
+
+// --all-devices: the control; after devices() the usable drivers must show in the maps.
+int check_all_devices() {
+  bool gpu = false;
+  for (const kiln::DeviceInfo& d : kiln::devices())
+    gpu |= d.available && (d.device.backend == "opencl" || d.device.backend == "vulkan");
+  if (!cpu_work()) return std::cerr << "wrong values from the cpu work\n", 1;
+  std::vector<std::string> found = mapped(driver_libraries());
+  if (gpu && found.empty())
+    return std::cerr << "devices() reports opencl or vulkan usable, yet no driver is mapped: "
+                        "the check cannot see drivers\n",
+           1;
+  std::cout << (gpu ? "drivers mapped after devices(): " : "no GPU backend usable here\n");
+  for (const std::string& f : found) std::cout << f << " ";
+  std::cout << "\n";
+  return 0;
+}
+
+// --concurrent: threads that start at once ask for every backend in a fresh process; each
+// backend starts once, and every thread sees the same devices.
+int concurrent_first_use() {
+  std::atomic<int> ready{0};
+  const int n = 6;
+  std::vector<std::vector<std::string>> seen(n);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t)
+    threads.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < n) std::this_thread::yield();
+      const char* names[] = {"cpu", "opencl", "vulkan", "reference"};
+      try {
+        (void)kiln::device(names[t % 4]);
+      } catch (const kiln::Error&) {  // not usable here: devices() says why
+      }
+      for (const kiln::DeviceInfo& d : kiln::devices())
+        seen[t].push_back(d.device.str() + (d.available ? " available" : " missing: " + d.reason));
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 1; t < n; ++t)
+    if (seen[t] != seen[0]) return std::cerr << "threads saw different device lists\n", 1;
+  return cpu_work() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode.empty()) return first_eager_op() ? 0 : 1;
+    if (mode == "--check-maps") return check_maps();
+    if (mode == "--all-devices") return check_all_devices();
+    if (mode == "--concurrent") return concurrent_first_use();
+    std::cerr << "usage: cpu_only_process [--check-maps | --all-devices | --concurrent]\n";
+    return 2;
+  } catch (const kiln::Error& e) {
+    std::cerr << "kiln: " << e.what() << "\n";
+    return 1;
+  }
+}
