@@ -337,7 +337,7 @@ inline int64_t vulkan_validation_messages() { return 0; }
 TEST(FusionRandom, CompiledOnVulkanMatchesReference) {
   if (!test::backend_available("vulkan")) GTEST_SKIP() << "no usable vulkan device";
   int64_t messages = vulkan_validation_messages();  // the layer is on in tests (CMakeLists)
-  test::Sweep sw = test::sweep(1, 500, 60);
+  test::Sweep sw = test::device_sweep(1, 500, 60);
   SCOPED_TRACE(sw.trace);
   run_programs(device("vulkan"), sw.count, 2e-4, true, static_cast<unsigned>(sw.first));
   EXPECT_EQ(vulkan_validation_messages(), messages) << "validation problems (printed above)";
@@ -351,7 +351,7 @@ TEST(FusionRandom, CompiledOnVulkanMatchesReference) {
 // per program (~4 min per shard of the full sweep on a cold cache).
 void run_opencl_shard(int shard) {
   if (!test::backend_available("opencl")) GTEST_SKIP() << "no usable OpenCL device";
-  test::Sweep sw = test::sweep(1, 500, 24);
+  test::Sweep sw = test::device_sweep(1, 500, 24);
   if (const char* e = std::getenv("KILN_OPENCL_RANDOM_GRAPHS")) sw.count = std::atoi(e);
   SCOPED_TRACE(sw.trace);
   int begin = sw.count * shard / 3, end = sw.count * (shard + 1) / 3;

@@ -61,19 +61,29 @@ struct Sweep {
   int count = 0;
   std::string trace;
 };
-inline Sweep sweep(uint64_t fixed_first, int full, int sample) {
+inline Sweep sweep(uint64_t fixed_first, int full, int sample, bool in_full = long_tests()) {
   Sweep s;
-  s.count = long_tests() ? full : sample;
+  s.count = in_full ? full : sample;
   if (const char* e = std::getenv("KILN_TEST_SEED"); e && *e)
     s.first = std::strtoull(e, nullptr, 10);
-  else if (long_tests())
+  else if (in_full)
     s.first = fixed_first;
   else
     s.first = fixed_first + std::random_device{}() % static_cast<unsigned>(full - sample + 1);
   s.trace = "seeds " + std::to_string(s.first) + ".." + std::to_string(s.first + s.count - 1) +
             "; replay with KILN_TEST_SEED=" + std::to_string(s.first) +
-            (long_tests() ? " KILN_TEST_LONG=1" : "");
+            (in_full ? " KILN_TEST_LONG=1" : "");
   return s;
+}
+
+// A sweep on a device backend (opencl, vulkan): as `sweep`, except that
+// KILN_TEST_DEVICE_SWEEP=sample keeps it to its sample under long tests too. `make sanitize`
+// sets it: under ASan the full device sweeps would take most of CI's time, while the code they
+// reach is the same for a sample (the cpu and reference sweeps stay full there).
+inline Sweep device_sweep(uint64_t fixed_first, int full, int sample) {
+  const char* e = std::getenv("KILN_TEST_DEVICE_SWEEP");
+  bool sampled = e && std::string(e) == "sample";
+  return sweep(fixed_first, full, sample, long_tests() && !sampled);
 }
 
 // Which of `total` cases a sweep over a fixed list (every op and dtype, say) runs: all of them

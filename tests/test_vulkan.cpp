@@ -657,10 +657,12 @@ TEST_F(Vulkan, EnqueueWaitHoldsTheConsumerOnTheDevice) {
   args.buffers = {a.get(), b.get()};
   EventPtr consumer = q->enqueue_kernel(*ck, args);
   ASSERT_TRUE(consumer);
-  std::atomic<bool> ran_early{false};
-  consumer->on_complete([&](std::exception_ptr) { ran_early = true; });
+  // Shared with the callback: wait() may return before the completion thread has run the
+  // callbacks (ASan saw one write to a stack flag after this test had returned).
+  auto ran_early = std::make_shared<std::atomic<bool>>(false);
+  consumer->on_complete([ran_early](std::exception_ptr) { *ran_early = true; });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_FALSE(ran_early.load()) << "the consumer ran before the value it waits for was signalled";
+  EXPECT_FALSE(ran_early->load()) << "the consumer ran before the value it waits for was signalled";
   VkSemaphoreSignalInfo si{VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO, nullptr, gate, 1};
   ASSERT_EQ(vkSignalSemaphore(ctx->device(), &si), VK_SUCCESS);
   consumer->wait();

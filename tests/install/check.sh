@@ -13,10 +13,16 @@ step() {  # step NAME COMMAND...: runs it with its output in $work/NAME.log, sho
     echo "install check: '$name' failed:"; cat "$work/$name.log"; exit 1
   fi
 }
+# A sanitizer build's library needs the sanitizer's runtime in the program that links it:
+# there tests/CMakeLists.txt sets KILN_CONSUMER_CXX and KILN_CONSUMER_FLAGS (its compiler and
+# -fsanitize flags) for the consumer builds.
+cxx=${KILN_CONSUMER_CXX:-c++} flags=${KILN_CONSUMER_FLAGS:-}
+consumer=(-DCMAKE_CXX_COMPILER="$cxx")
+if [[ -n $flags ]]; then consumer+=(-DCMAKE_CXX_FLAGS="$flags"); fi
 step install cmake --install "$build" --prefix "$work/prefix"
 step kiln-devices "$work/prefix/bin/kiln" devices
 step configure cmake -S "$src/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/prefix" \
-  -DCMAKE_BUILD_TYPE=Release
+  -DCMAKE_BUILD_TYPE=Release "${consumer[@]}"
 step build cmake --build "$work/consumer"
 "$work/consumer/app"
 
@@ -28,6 +34,6 @@ grep -q "built without the metal backend" "$work/missing.log" || {
   echo "install check: the failed find does not say why:"; cat "$work/missing.log"; exit 1; }
 
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
-step pkg-config-build sh -c "c++ -std=c++17 -O1 '$src/consumer/main.cpp' -o '$work/app-pc' \
-  \$(pkg-config --cflags --libs kiln)"
+step pkg-config-build sh -c "'$cxx' -std=c++17 -O1 $flags '$src/consumer/main.cpp' \
+  -o '$work/app-pc' \$(pkg-config --cflags --libs kiln)"
 "$work/app-pc"
