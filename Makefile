@@ -27,7 +27,7 @@ SAN_CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 ASAN_CMAKE_FLAGS = $(SAN_CMAKE_FLAGS) -DKILN_WITH_OPENCL=ON -DKILN_WITH_VULKAN=ON
 ASAN_ENV = KILN_TEST_LONG=1 KILN_TEST_DEVICE_SWEEP=sample \
   ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1:use_sigaltstack=0 \
-  LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp \
+  LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp:print_suppressions=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # TSan leaves out the opencl and vulkan backends: their drivers are not instrumented, so TSan
 # would see neither their threads' synchronisation nor that of their completion callbacks.
