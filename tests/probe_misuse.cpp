@@ -9,8 +9,8 @@
 //   probe_misuse --list        list the case names
 //
 // Without a SUBSTRING, `make test` runs a random sample of PROBE_SAMPLE cases (default 60; the
-// seed is printed, PROBE_SEED=<n> replays it); with KILN_TEST_LONG=1 (`make test-long`,
-// `make sanitize`) every case runs.
+// seed is printed, KILN_TEST_SEED=<n> replays it, tests/sweep.h); with KILN_TEST_LONG=1 (`make
+// test-long`, `make sanitize`) every case runs.
 //   (probe_misuse --run NAME FD runs one case in this process: the driver's own use)
 //
 // The parent only forks and waits: it never touches Kiln, so no oneTBB or JIT thread exists
@@ -33,11 +33,11 @@
 #include <fstream>
 #include <functional>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "kiln.h"
+#include "sweep.h"
 
 namespace {
 
@@ -1212,26 +1212,17 @@ int run_forked(const Case& c, unsigned timeout, std::string& details) {
   return status;
 }
 
-// A random sample of `all` (in their listed order), PROBE_SAMPLE of them from seed PROBE_SEED
-// (else a fresh one), announced so that a failing sample can be replayed.
-std::vector<const Case*> sample(std::vector<const Case*> all) {
+// The cases a run without SUBSTRING takes: all of them under long tests, else a random
+// PROBE_SAMPLE of them (default 60, in their listed order), announced so that a failing sample
+// can be replayed with KILN_TEST_SEED.
+std::vector<const Case*> sample(const std::vector<const Case*>& all) {
   const char* n_env = std::getenv("PROBE_SAMPLE");
-  const char* seed_env = std::getenv("PROBE_SEED");
-  size_t n = n_env ? static_cast<size_t>(std::atoi(n_env)) : 60;
-  unsigned seed = seed_env ? static_cast<unsigned>(std::strtoul(seed_env, nullptr, 10))
-                           : std::random_device{}();
-  if (n >= all.size()) return all;
-  std::printf(
-      "sample of %zu of %zu cases, seed %u (replay: PROBE_SEED=%u; all: KILN_TEST_LONG=1)\n", n,
-      all.size(), seed, seed);
-  std::mt19937 rng(seed);
-  std::vector<size_t> idx(all.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::shuffle(idx.begin(), idx.end(), rng);
-  idx.resize(n);
-  std::sort(idx.begin(), idx.end());
+  size_t n = n_env ? static_cast<size_t>(std::max(0, std::atoi(n_env))) : 60;
+  test::CaseSample runs = test::case_sample(all.size(), n);
+  std::printf("%s\n", runs.trace.c_str());
   std::vector<const Case*> out;
-  for (size_t i : idx) out.push_back(all[i]);
+  for (size_t i = 0; i < all.size(); ++i)
+    if (runs(i)) out.push_back(all[i]);
   return out;
 }
 
@@ -1269,9 +1260,7 @@ int main(int argc, char** argv) {
   std::vector<const Case*> chosen;
   for (const Case& c : cases())
     if (c.name.find(filter) != std::string::npos) chosen.push_back(&c);
-  const char* long_run = std::getenv("KILN_TEST_LONG");
-  if (filter.empty() && !(long_run && *long_run && std::string(long_run) != "0"))
-    chosen = sample(chosen);
+  if (filter.empty()) chosen = sample(chosen);
   int run = 0, failed = 0;
   for (const Case* cp : chosen) {
     const Case& c = *cp;
@@ -1284,6 +1273,6 @@ int main(int argc, char** argv) {
   }
   std::printf("%d cases, %d passed, %d failed\n", run, run - failed, failed);
   if (failed && chosen.size() < cases().size())
-    std::printf("(a sample: rerun with the PROBE_SEED printed above to replay it)\n");
+    std::printf("(a sample: rerun with the KILN_TEST_SEED printed above to replay it)\n");
   return failed ? 1 : 0;
 }
