@@ -9,6 +9,9 @@ table, demo sections, bench rows naming a listed device); on stderr only `kiln b
 (not a terminal: one "[i/n] case on device, mode" line per case). Every other line is reported.
 quiet_ops writes nothing at all. When kiln.cpp learns a new kind of line, add its shape here.
 
+The bench's JSON and HTML report must also pass tools/bench/check_report.py (schema, every case
+on every device, charts, table), so one run of the suite checks both.
+
 usage: quiet_check.py KILN_EXECUTABLE QUIET_OPS_EXECUTABLE [SUITE]
 SUITE is the bench suite to run (default demo; make test-long runs it with quick).
 """
@@ -18,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 
+CHECK_REPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "bench",
+                            "check_report.py")
 DEVICE_ROW = re.compile(r"^(\S+:\d+) +(available|missing) +\S")
 
 
@@ -93,9 +98,14 @@ def main():
         # The demo suite (every device, eager and compiled) keeps this within make test's budget;
         # make test-long runs the quick suite.
         rc, out, err = run(kiln, ["bench", "--suite", suite, "--seconds", "0.02", "--json",
-                                  "quiet.json"], root)
+                                  "quiet.json", "--html", "quiet.html"], root)
         checks.append(("kiln bench --suite %s --seconds 0.02" % suite, rc, out, err,
                        bench_shapes(devices), BENCH_STDERR))
+        if rc == 0:
+            report = subprocess.run([sys.executable, CHECK_REPORT, "quiet.json", "quiet.html"],
+                                    cwd=root, capture_output=True, text=True)
+            if report.returncode != 0:
+                failures.append("the bench report: " + report.stdout + report.stderr)
         rc, out, err = run(quiet_ops, [], root)
         checks.append(("quiet_ops", rc, out, err, [], []))
         for name, rc, out, err, out_shapes, err_shapes in checks:
