@@ -13,8 +13,8 @@ Enum enum_named(TextReader& r, const std::string& name, int count, const char* w
   r.fail(std::string("a ") + what + " name");
 }
 
-constexpr int kUnaryOps = static_cast<int>(UnaryOp::LogicalNot) + 1;
-constexpr int kBinaryOps = static_cast<int>(BinaryOp::LogicalOr) + 1;
+constexpr int kUnaryOps = kNumUnaryOps;
+constexpr int kBinaryOps = kNumBinaryOps;
 constexpr int kReduceOps = static_cast<int>(ReduceOp::Argmax) + 1;
 
 Dim read_dim(TextReader& r) {

@@ -52,6 +52,12 @@ Array binary(BinaryOp op, const Array& a, const Array& b, const StreamOrDevice& 
     result = bool_;
   } else if (op == BinaryOp::Divide) {
     compute = result = float_result_type(compute);
+  } else if (is_bitwise(op)) {
+    if (compute.is_float())
+      throw_error(name, ": not defined for float operands (", dtypes_str(a, b),
+                  "); valid dtypes: bool, int8, int32, int64, uint8, uint32, uint64");
+    bool shift = op == BinaryOp::LeftShift || op == BinaryOp::RightShift;
+    if (shift && compute.is_bool()) compute = result = uint8;  // as MLX: bools shift as uint8
   } else if (compute.is_bool() && op != BinaryOp::Maximum && op != BinaryOp::Minimum &&
              op != BinaryOp::Multiply) {
     throw_error(name, ": not defined for bool operands (", dtypes_str(a, b),
@@ -245,6 +251,12 @@ Array ceil(const Array& a, StreamOrDevice s) {
 Array logical_not(const Array& a, StreamOrDevice s) {
   return unary(UnaryOp::LogicalNot, a, bool_, s);
 }
+Array bitwise_invert(const Array& a, StreamOrDevice s) {
+  if (a.dtype().is_float())
+    throw_error("bitwise_invert: not defined for ", a.dtype(),
+                "; valid dtypes: bool, int8, int32, int64, uint8, uint32, uint64");
+  return unary(UnaryOp::BitwiseInvert, a, a.dtype(), s);
+}
 
 Array add(const Array& a, const Array& b, StreamOrDevice s) {
   return binary(BinaryOp::Add, a, b, s);
@@ -290,6 +302,27 @@ Array logical_and(const Array& a, const Array& b, StreamOrDevice s) {
 }
 Array logical_or(const Array& a, const Array& b, StreamOrDevice s) {
   return binary(BinaryOp::LogicalOr, a, b, s);
+}
+Array floor_divide(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::FloorDivide, a, b, s);
+}
+Array remainder(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::Remainder, a, b, s);
+}
+Array bitwise_and(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::BitwiseAnd, a, b, s);
+}
+Array bitwise_or(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::BitwiseOr, a, b, s);
+}
+Array bitwise_xor(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::BitwiseXor, a, b, s);
+}
+Array left_shift(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::LeftShift, a, b, s);
+}
+Array right_shift(const Array& a, const Array& b, StreamOrDevice s) {
+  return binary(BinaryOp::RightShift, a, b, s);
 }
 
 Array where(const Array& cond, const Array& x, const Array& y, StreamOrDevice s) {
@@ -723,5 +756,12 @@ Array operator==(const Array& a, const Array& b) { return equal(a, b); }
 Array operator!=(const Array& a, const Array& b) { return not_equal(a, b); }
 Array operator&&(const Array& a, const Array& b) { return logical_and(a, b); }
 Array operator||(const Array& a, const Array& b) { return logical_or(a, b); }
+Array operator%(const Array& a, const Array& b) { return remainder(a, b); }
+Array operator&(const Array& a, const Array& b) { return bitwise_and(a, b); }
+Array operator|(const Array& a, const Array& b) { return bitwise_or(a, b); }
+Array operator^(const Array& a, const Array& b) { return bitwise_xor(a, b); }
+Array operator<<(const Array& a, const Array& b) { return left_shift(a, b); }
+Array operator>>(const Array& a, const Array& b) { return right_shift(a, b); }
+Array operator~(const Array& a) { return bitwise_invert(a); }
 
 }  // namespace kiln

@@ -54,6 +54,8 @@ Array sigmoid(const Array& a, StreamOrDevice s = {});
 Array floor(const Array& a, StreamOrDevice s = {});
 Array ceil(const Array& a, StreamOrDevice s = {});
 Array logical_not(const Array& a, StreamOrDevice s = {});
+// ~x (MLX's name): bool and integer dtypes only; ~ of a bool is its negation.
+Array bitwise_invert(const Array& a, StreamOrDevice s = {});
 
 Array add(const Array& a, const Array& b, StreamOrDevice s = {});
 Array subtract(const Array& a, const Array& b, StreamOrDevice s = {});
@@ -70,6 +72,21 @@ Array greater(const Array& a, const Array& b, StreamOrDevice s = {});
 Array greater_equal(const Array& a, const Array& b, StreamOrDevice s = {});
 Array logical_and(const Array& a, const Array& b, StreamOrDevice s = {});
 Array logical_or(const Array& a, const Array& b, StreamOrDevice s = {});
+// NumPy's // and % (Python's, for arrays): floats give floor(a / b) and a - b * floor(a / b)
+// (computed in double for float32 and narrower, rounded once); integers floor the quotient and
+// give the remainder the divisor's sign. An integer zero divisor gives 0 for both (NumPy's
+// value), INT_MIN // -1 wraps to INT_MIN: no kernel ever traps. Not defined for bool.
+Array floor_divide(const Array& a, const Array& b, StreamOrDevice s = {});
+Array remainder(const Array& a, const Array& b, StreamOrDevice s = {});
+// Bitwise ops of bool and integer dtypes (kiln::Error for floats); on bools and, or and xor are
+// logical, and shifts compute bools as uint8 (as MLX). A shift count is read as unsigned: one
+// outside [0, bits of the dtype) shifts every bit out (0, or -1 for a right shift of a negative
+// signed value, as NumPy). Right shifts of signed values are arithmetic.
+Array bitwise_and(const Array& a, const Array& b, StreamOrDevice s = {});
+Array bitwise_or(const Array& a, const Array& b, StreamOrDevice s = {});
+Array bitwise_xor(const Array& a, const Array& b, StreamOrDevice s = {});
+Array left_shift(const Array& a, const Array& b, StreamOrDevice s = {});
+Array right_shift(const Array& a, const Array& b, StreamOrDevice s = {});
 Array where(const Array& cond, const Array& x, const Array& y, StreamOrDevice s = {});
 Array astype(const Array& a, Dtype dtype, StreamOrDevice s = {});
 
@@ -201,6 +218,13 @@ Array operator==(const Array& a, const Array& b);
 Array operator!=(const Array& a, const Array& b);
 Array operator&&(const Array& a, const Array& b);
 Array operator||(const Array& a, const Array& b);
+Array operator%(const Array& a, const Array& b);  // remainder (floor_divide has no operator)
+Array operator&(const Array& a, const Array& b);
+Array operator|(const Array& a, const Array& b);
+Array operator^(const Array& a, const Array& b);
+Array operator<<(const Array& a, const Array& b);
+Array operator>>(const Array& a, const Array& b);
+Array operator~(const Array& a);
 
 // An evaluated 0-d array holding `v` (no kernel runs to make it).
 Array scalar_constant(Scalar v, StreamOrDevice s = {});
@@ -243,6 +267,12 @@ KILN_SCALAR_OPERATOR(>)
 KILN_SCALAR_OPERATOR(>=)
 KILN_SCALAR_OPERATOR(==)
 KILN_SCALAR_OPERATOR(!=)
+KILN_SCALAR_OPERATOR(%)
+KILN_SCALAR_OPERATOR(&)
+KILN_SCALAR_OPERATOR(|)
+KILN_SCALAR_OPERATOR(^)
+KILN_SCALAR_OPERATOR(<<)
+KILN_SCALAR_OPERATOR(>>)
 #undef KILN_SCALAR_OPERATOR
 
 }  // namespace kiln

@@ -33,17 +33,18 @@ const char* op_name(Op op) {
 }
 
 const char* op_name(UnaryOp op) {
-  static const char* names[] = {"negative", "abs",   "exp",  "log",        "sqrt",
-                                "rsqrt",    "sin",   "cos",  "tanh",       "erf",
-                                "sigmoid",  "floor", "ceil", "logical_not"};
+  static const char* names[] = {"negative", "abs",   "exp",  "log",         "sqrt",
+                                "rsqrt",    "sin",   "cos",  "tanh",        "erf",
+                                "sigmoid",  "floor", "ceil", "logical_not", "bitwise_invert"};
   return names[static_cast<int>(op)];
 }
 
 const char* op_name(BinaryOp op) {
-  static const char* names[] = {"add",           "subtract",    "multiply",   "divide",
-                                "power",         "maximum",     "minimum",    "equal",
-                                "not_equal",     "less",        "less_equal", "greater",
-                                "greater_equal", "logical_and", "logical_or"};
+  static const char* names[] = {
+      "add",           "subtract",    "multiply",   "divide",       "power",      "maximum",
+      "minimum",       "equal",       "not_equal",  "less",         "less_equal", "greater",
+      "greater_equal", "logical_and", "logical_or", "floor_divide", "remainder",  "bitwise_and",
+      "bitwise_or",    "bitwise_xor", "left_shift", "right_shift"};
   return names[static_cast<int>(op)];
 }
 
@@ -68,5 +69,10 @@ bool is_comparison(BinaryOp op) {
 }
 
 bool is_logical(BinaryOp op) { return op == BinaryOp::LogicalAnd || op == BinaryOp::LogicalOr; }
+
+bool is_bitwise(BinaryOp op) {
+  return op == BinaryOp::BitwiseAnd || op == BinaryOp::BitwiseOr || op == BinaryOp::BitwiseXor ||
+         op == BinaryOp::LeftShift || op == BinaryOp::RightShift;
+}
 
 }  // namespace kiln

@@ -25,7 +25,8 @@ enum class UnaryOp : uint8_t {
   Sigmoid,
   Floor,
   Ceil,
-  LogicalNot
+  LogicalNot,
+  BitwiseInvert  // ~x on bool and integers (bool: logical not)
 };
 enum class BinaryOp : uint8_t {
   Add,
@@ -42,8 +43,20 @@ enum class BinaryOp : uint8_t {
   Greater,
   GreaterEqual,
   LogicalAnd,
-  LogicalOr
+  LogicalOr,
+  // NumPy's floor division and remainder (backends/scalar_ops.h has the rules for zero
+  // divisors and INT_MIN / -1), then the bitwise ops of bool and integers; shifts define every
+  // count (a count outside [0, width) shifts everything out).
+  FloorDivide,
+  Remainder,
+  BitwiseAnd,
+  BitwiseOr,
+  BitwiseXor,
+  LeftShift,
+  RightShift
 };
+inline constexpr int kNumUnaryOps = static_cast<int>(UnaryOp::BitwiseInvert) + 1;
+inline constexpr int kNumBinaryOps = static_cast<int>(BinaryOp::RightShift) + 1;
 enum class ReduceOp : uint8_t { Sum, Max, Min, Prod, Argmax };
 enum class RandomDist : uint8_t { Uniform, Normal };
 // How a reshape was asked for; shapeless compile re-derives the shape from it for new inputs.
@@ -95,5 +108,7 @@ std::string primitive_name(Op op, const Params& p);
 
 bool is_comparison(BinaryOp op);
 bool is_logical(BinaryOp op);
+// and, or, xor and the shifts: defined for bool and integer operands only.
+bool is_bitwise(BinaryOp op);
 
 }  // namespace kiln

@@ -263,6 +263,17 @@ inline void differential_on(Backend& be, const Kernel& k, const std::vector<Byte
 inline const Dtype kAll[] = {bool_,  int8,    int32,    int64,   uint8,  uint32,
                              uint64, float16, bfloat16, float32, float64};
 
+// Whether Kernel IR defines the op on operands of dtype d: bitwise ops take bools and
+// integers, floor_divide and remainder every dtype but bool (ops never build the others).
+inline bool ir_defined(UnaryOp op, Dtype d) {
+  return op != UnaryOp::BitwiseInvert || !d.is_float();
+}
+inline bool ir_defined(BinaryOp op, Dtype d) {
+  if (is_bitwise(op)) return !d.is_float();
+  if (op == BinaryOp::FloorDivide || op == BinaryOp::Remainder) return !d.is_bool();
+  return true;
+}
+
 inline bool approx_f32(UnaryOp op) {
   switch (op) {
     case UnaryOp::Exp:

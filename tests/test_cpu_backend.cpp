@@ -79,12 +79,12 @@ TEST(CpuBackend, DeviceAndQueue) {
 
 TEST(CpuBackend, EveryUnaryOpAndDtype) {
   const int64_t n = 203;  // not a multiple of any vector width: exercises the remainder loop
-  for (int op = 0; op <= static_cast<int>(UnaryOp::LogicalNot); ++op) {
+  for (int op = 0; op < kNumUnaryOps; ++op) {
     for (Dtype d : kAll) {
       auto u = static_cast<UnaryOp>(op);
       bool float_only = u != UnaryOp::Negative && u != UnaryOp::Abs && u != UnaryOp::LogicalNot &&
-                        u != UnaryOp::Floor && u != UnaryOp::Ceil;
-      if (float_only && !d.is_float()) continue;
+                        u != UnaryOp::Floor && u != UnaryOp::Ceil && u != UnaryOp::BitwiseInvert;
+      if ((float_only && !d.is_float()) || !ir_defined(u, d)) continue;
       Kernel k = elementwise(
           {d},
           [&](std::vector<int> in) {
@@ -105,9 +105,10 @@ TEST(CpuBackend, EveryUnaryOpAndDtype) {
 
 TEST(CpuBackend, EveryBinaryOpAndDtype) {
   const int64_t n = 211;
-  for (int op = 0; op <= static_cast<int>(BinaryOp::LogicalOr); ++op) {
+  for (int op = 0; op < kNumBinaryOps; ++op) {
     for (Dtype d : kAll) {
       auto bop = static_cast<BinaryOp>(op);
+      if (!ir_defined(bop, d)) continue;
       Dtype out = is_comparison(bop) || is_logical(bop) ? bool_ : d;
       Kernel k = elementwise(
           {d, d},

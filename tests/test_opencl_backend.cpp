@@ -42,7 +42,7 @@ Dtype unary_dtype(UnaryOp u, Dtype d) { return u == UnaryOp::LogicalNot ? bool_ 
 
 bool float_only(UnaryOp u) {
   return u != UnaryOp::Negative && u != UnaryOp::Abs && u != UnaryOp::LogicalNot &&
-         u != UnaryOp::Floor && u != UnaryOp::Ceil;
+         u != UnaryOp::Floor && u != UnaryOp::Ceil && u != UnaryOp::BitwiseInvert;
 }
 
 // Runs `k` on opencl and reference and compares output buffer b with tols[b].
@@ -96,9 +96,9 @@ TEST(OpenclBackend, EveryUnaryOpAndDtype) {
     int x = load(k, d, map_of({1}));
     std::vector<Tolerance> tols(1);
     std::vector<std::string> what(1);
-    for (int op = 0; op <= static_cast<int>(UnaryOp::LogicalNot); ++op) {
+    for (int op = 0; op < kNumUnaryOps; ++op) {
       auto u = static_cast<UnaryOp>(op);
-      if (float_only(u) && !d.is_float()) continue;
+      if ((float_only(u) && !d.is_float()) || !ir_defined(u, d)) continue;
       Value v;
       v.kind = ValueKind::Unary, v.unary = u, v.dtype = unary_dtype(u, d), v.a = x;
       if (u == UnaryOp::LogicalNot && d != bool_) {  // logical_not takes bools
@@ -182,8 +182,9 @@ TEST(OpenclBackend, EveryBinaryOpAndDtype) {
     int x = load(k, d, map_of({1})), y = load(k, d, map_of({1}));
     std::vector<Tolerance> tols(2);
     std::vector<std::string> what(2);
-    for (int op = 0; op <= static_cast<int>(BinaryOp::LogicalOr); ++op) {
+    for (int op = 0; op < kNumBinaryOps; ++op) {
       auto bop = static_cast<BinaryOp>(op);
+      if (!ir_defined(bop, d)) continue;
       Dtype out = is_comparison(bop) || is_logical(bop) ? bool_ : d;
       Value v;
       v.kind = ValueKind::Binary, v.binary = bop, v.dtype = out, v.a = x, v.b = y;

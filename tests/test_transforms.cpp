@@ -66,6 +66,12 @@ std::vector<Case> cases() {
       {"power by scalar", [](V x) { return power(x[0], array(3.0)); }, {s}},
       {"maximum", [](V x) { return maximum(x[0], x[1]); }, {s, {4}}},
       {"minimum", [](V x) { return minimum(x[0], x[1]); }, {s, s}},
+      // x - y * floor(x / y): 1 and -floor(x / y); floor_divide is piecewise constant.
+      {"remainder/floor_divide",
+       [](V x) { return remainder(x[0], x[1]) + floor_divide(x[0], x[1]) * x[0]; },
+       {s, {4}},
+       0.5,
+       7},
       {"where", [](V x) { return where(x[0] > 0, x[0] * x[1], x[1]); }, {s, {4}}},
       // float32 in the middle: a step float32 resolves, and float32's precision.
       {"astype",

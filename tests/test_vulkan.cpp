@@ -112,14 +112,15 @@ TEST_F(Vulkan, KilnDeviceEnvironmentSelectsVulkan) {
 
 TEST_F(Vulkan, EveryUnaryOpAndDtype) {
   const int64_t n = 203;
-  for (int op = 0; op <= static_cast<int>(UnaryOp::LogicalNot); ++op) {
+  for (int op = 0; op < kNumUnaryOps; ++op) {
     for (Dtype d : kAll) {
       auto u = static_cast<UnaryOp>(op);
       bool float_only = u != UnaryOp::Negative && u != UnaryOp::Abs && u != UnaryOp::LogicalNot &&
-                        u != UnaryOp::Floor && u != UnaryOp::Ceil;
-      if (float_only && !d.is_float()) continue;
+                        u != UnaryOp::Floor && u != UnaryOp::Ceil && u != UnaryOp::BitwiseInvert;
+      if ((float_only && !d.is_float()) || !ir_defined(u, d)) continue;
       // ops never build these: logical_not casts to bool first, bools have no arithmetic
-      if (d.is_bool() != (u == UnaryOp::LogicalNot)) continue;
+      if (d.is_bool() && u != UnaryOp::LogicalNot && u != UnaryOp::BitwiseInvert) continue;
+      if (!d.is_bool() && u == UnaryOp::LogicalNot) continue;
       Dtype out = u == UnaryOp::LogicalNot ? bool_ : d;
       Kernel k = elementwise(
           {d},
@@ -142,11 +143,13 @@ TEST_F(Vulkan, EveryUnaryOpAndDtype) {
 
 TEST_F(Vulkan, EveryBinaryOpAndDtype) {
   const int64_t n = 211;
-  for (int op = 0; op <= static_cast<int>(BinaryOp::LogicalOr); ++op) {
+  for (int op = 0; op < kNumBinaryOps; ++op) {
     for (Dtype d : kAll) {
       auto bop = static_cast<BinaryOp>(op);
+      if (!ir_defined(bop, d)) continue;
       Dtype out = is_comparison(bop) || is_logical(bop) ? bool_ : d;
-      if (d.is_bool() && !is_comparison(bop) && !is_logical(bop)) continue;  // no bool arithmetic
+      if (d.is_bool() && !is_comparison(bop) && !is_logical(bop) && !is_bitwise(bop))
+        continue;  // no bool arithmetic
       Kernel k = elementwise(
           {d, d},
           [&](std::vector<int> in) {

@@ -386,6 +386,9 @@ class Codegen {
           r = b_.CreateSelect(b_.CreateICmpSLT(a, zero), b_.CreateSub(zero, a), a);
         break;
       case UnaryOp::LogicalNot: r = b_.CreateZExt(b_.CreateICmpEQ(a, zero), a->getType()); break;
+      case UnaryOp::BitwiseInvert:  // ~ of a bool is its negation
+        r = d.is_bool() ? b_.CreateZExt(b_.CreateICmpEQ(a, zero), a->getType()) : b_.CreateNot(a);
+        break;
       default: break;  // floor/ceil of an integer is the integer
     }
     return d.is_bool() ? b_.CreateICmpNE(r, zero) : r;
@@ -415,6 +418,7 @@ class Codegen {
         if (f32) return vmath::sigmoid_f32(b_, x);
         return b_.CreateFDiv(fconst(d, 1),
                              b_.CreateFAdd(fconst(d, 1), libm("exp", {b_.CreateFNeg(x)})));
+      case UnaryOp::BitwiseInvert: break;  // integers only (ops refuse floats)
     }
     return x;
   }
@@ -470,6 +474,15 @@ class Codegen {
         return b_.CreateAnd(b_.CreateICmpNE(a, zero), b_.CreateICmpNE(c, zero));
       case BinaryOp::LogicalOr:
         return b_.CreateOr(b_.CreateICmpNE(a, zero), b_.CreateICmpNE(c, zero));
+      case BinaryOp::FloorDivide:
+      case BinaryOp::Remainder: r = floor_div_rem(op == BinaryOp::Remainder, a, c, uns); break;
+      case BinaryOp::BitwiseAnd: r = b_.CreateAnd(a, c); break;
+      case BinaryOp::BitwiseOr: r = b_.CreateOr(a, c); break;
+      case BinaryOp::BitwiseXor: r = b_.CreateXor(a, c); break;
+      case BinaryOp::LeftShift:
+      case BinaryOp::RightShift:
+        r = shift(op == BinaryOp::LeftShift, a, c, d.size() * 8, uns);
+        break;
     }
     if (narrow || out.is_bool()) return b_.CreateICmpNE(r, zero);
     return r;
@@ -495,8 +508,54 @@ class Codegen {
       case BinaryOp::GreaterEqual: return b_.CreateFCmpOGE(a, c);
       case BinaryOp::LogicalAnd: return b_.CreateAnd(to_bool(a, d), to_bool(c, d));
       case BinaryOp::LogicalOr: return b_.CreateOr(to_bool(a, d), to_bool(c, d));
+      case BinaryOp::FloorDivide:
+      case BinaryOp::Remainder: {  // in double, rounded once (scalar_ops.h)
+        Type* dt = b_.getDoubleTy();
+        llvm::Value* x = f32 ? b_.CreateFPExt(a, dt) : a;
+        llvm::Value* y = f32 ? b_.CreateFPExt(c, dt) : c;
+        llvm::Value* q = intrinsic(llvm::Intrinsic::floor, b_.CreateFDiv(x, y));
+        llvm::Value* r = op == BinaryOp::FloorDivide ? q : b_.CreateFSub(x, b_.CreateFMul(y, q));
+        return f32 ? b_.CreateFPTrunc(r, reg_type(d)) : r;
+      }
+      default: return a;  // bitwise ops: integers only (ops refuse floats)
     }
     return a;
+  }
+
+  // scalar::int_floor_divide / int_remainder: a zero divisor gives 0 and -1 is special-cased
+  // (INT_MIN / -1 would trap), so the division instruction never sees either.
+  llvm::Value* floor_div_rem(bool rem, llvm::Value* a, llvm::Value* c, bool uns) {
+    Type* t = a->getType();
+    llvm::Value* zero = llvm::ConstantInt::get(t, 0);
+    llvm::Value* one = llvm::ConstantInt::get(t, 1);
+    llvm::Value* is0 = b_.CreateICmpEQ(c, zero);
+    if (uns) {
+      llvm::Value* safe = b_.CreateSelect(is0, one, c);
+      return b_.CreateSelect(is0, zero, rem ? b_.CreateURem(a, safe) : b_.CreateUDiv(a, safe));
+    }
+    llvm::Value* is_m1 = b_.CreateICmpEQ(c, llvm::ConstantInt::get(t, -1, true));
+    llvm::Value* special = b_.CreateOr(is0, is_m1);
+    llvm::Value* safe = b_.CreateSelect(special, one, c);
+    llvm::Value* q = b_.CreateSDiv(a, safe);
+    llvm::Value* m = b_.CreateSRem(a, safe);
+    // The truncated result is off by one where the remainder's sign differs from the divisor's.
+    llvm::Value* off =
+        b_.CreateAnd(b_.CreateICmpNE(m, zero), b_.CreateICmpSLT(b_.CreateXor(m, c), zero));
+    if (rem) return b_.CreateSelect(special, zero, b_.CreateSelect(off, b_.CreateAdd(m, c), m));
+    llvm::Value* fq = b_.CreateSelect(off, b_.CreateSub(q, one), q);
+    return b_.CreateSelect(is0, zero, b_.CreateSelect(is_m1, b_.CreateSub(zero, a), fq));
+  }
+
+  // scalar::int_shift: the count as unsigned; counts of `width` or more shift every bit out.
+  llvm::Value* shift(bool left, llvm::Value* a, llvm::Value* c, uint64_t width, bool uns) {
+    Type* t = a->getType();
+    llvm::Value* zero = llvm::ConstantInt::get(t, 0);
+    llvm::Value* out = b_.CreateICmpUGE(c, llvm::ConstantInt::get(t, width));
+    llvm::Value* safe = b_.CreateSelect(out, zero, c);
+    if (left) return b_.CreateSelect(out, zero, b_.CreateShl(a, safe));
+    if (uns) return b_.CreateSelect(out, zero, b_.CreateLShr(a, safe));
+    llvm::Value* fill = b_.CreateAShr(a, t->getIntegerBitWidth() - 1);  // 0 or -1
+    return b_.CreateSelect(out, fill, b_.CreateAShr(a, safe));
   }
 
   // scalar::int_power as an internal function: a loop by squaring, negative exponents per the

@@ -140,6 +140,8 @@ std::string OpenclDialect::unary(const Value& val) {
     std::string U = unsigned_type(d);
     switch (val.unary) {
       case UnaryOp::Negative: return "(" + T + ")(0 - (" + U + ")" + a + ")";
+      case UnaryOp::BitwiseInvert:
+        return d.is_bool() ? "(uchar)(" + a + " == 0)" : "(" + T + ")(~" + a + ")";
       case UnaryOp::Abs:
         if (!is_signed_int(d)) return a;
         return "(" + a + " < 0 ? (" + T + ")(0 - (" + U + ")" + a + ") : " + a + ")";
@@ -177,8 +179,25 @@ std::string OpenclDialect::binary(const Value& val) {
     case BinaryOp::LogicalOr: return "(uchar)(" + a + " != 0 || " + b + " != 0)";
     default: break;
   }
-  if (!d.is_float()) return integer_binary(val, a, b);
+  if (!d.is_float()) {
+    std::string e = integer_binary(val, a, b);
+    // A bool shifted left may leave 0 or 1: bools stay 0 or 1.
+    return val.dtype.is_bool() && is_bitwise(val.binary) ? "(uchar)(" + e + " != 0)" : e;
+  }
   if (std::string e = float_arith(val.binary, a, b); !e.empty()) return e;
+  if (val.binary == BinaryOp::FloorDivide || val.binary == BinaryOp::Remainder) {
+    // In double where the device has it, rounded once (scalar_ops.h).
+    bool rem = val.binary == BinaryOp::Remainder;
+    std::string e = rem ? "(X - Y * floor(X / Y))" : "floor(X / Y)";
+    auto with = [&](const std::string& x, const std::string& y) {
+      std::string r = replace_x(e, x);
+      for (size_t at; (at = r.find('Y')) != std::string::npos;) r.replace(at, 1, y);
+      return r;
+    };
+    if (d == float64) return with(a, b);
+    if (caps_.fp64) return "(float)" + with("(double)" + a, "(double)" + b);
+    return with(a, b);
+  }
   if (val.binary == BinaryOp::Power) {
     if (d == float64) return "pow(" + a + ", " + b + ")";
     if (caps_.fp64) return "(float)pow((double)" + a + ", (double)" + b + ")";
@@ -186,6 +205,40 @@ std::string OpenclDialect::binary(const Value& val) {
   }
   return a;
 }
+
+namespace {
+
+// scalar::int_floor_divide / int_remainder over OpenCL C integers of type T: the divisor is
+// made 1 where it is 0 or -1 (INT_MIN / -1 traps), and those cases are chosen afterwards.
+std::string floor_div_rem(bool rem, bool is_signed, const std::string& T, const std::string& U,
+                          const std::string& a, const std::string& b) {
+  if (!is_signed) {
+    std::string safe = "(" + b + " == 0 ? (" + T + ")1 : " + b + ")";
+    return "(" + b + " == 0 ? (" + T + ")0 : (" + T + ")(" + a + (rem ? " % " : " / ") + safe +
+           "))";
+  }
+  std::string safe = "(" + b + " == 0 || " + b + " == -1 ? (" + T + ")1 : " + b + ")";
+  std::string q = "(" + a + " / " + safe + ")", m = "(" + a + " % " + safe + ")";
+  std::string off = "(" + m + " != 0 && (" + m + " < 0) != (" + b + " < 0))";
+  if (rem)
+    return "(" + b + " == 0 || " + b + " == -1 ? (" + T + ")0 : (" + T + ")(" + off + " ? " + m +
+           " + " + b + " : " + m + "))";
+  return "(" + b + " == 0 ? (" + T + ")0 : " + b + " == -1 ? (" + T + ")(0 - (" + U + ")" + a +
+         ") : (" + T + ")(" + off + " ? " + q + " - 1 : " + q + "))";
+}
+
+// scalar::int_shift: the count read as unsigned, counts of the width or more shift all out.
+std::string int_shift(bool left, bool is_signed, int width, const std::string& T,
+                      const std::string& U, const std::string& a, const std::string& b) {
+  std::string out = "((ulong)(" + U + ")" + b + " >= " + std::to_string(width) + "UL)";
+  std::string fill =
+      is_signed && !left ? "(" + a + " < 0 ? (" + T + ")-1 : (" + T + ")0)" : "(" + T + ")0";
+  std::string shifted = left ? "(" + T + ")((" + U + ")" + a + " << (" + U + ")" + b + ")"
+                             : "(" + T + ")(" + a + " >> " + b + ")";
+  return "(" + out + " ? " + fill + " : " + shifted + ")";
+}
+
+}  // namespace
 
 // Integer arithmetic wraps: computed in the unsigned type, converted back.
 std::string OpenclDialect::integer_binary(const Value& val, const std::string& a,
@@ -209,6 +262,16 @@ std::string OpenclDialect::integer_binary(const Value& val, const std::string& a
              (is_signed_int(d) ? "1" : "0") + ")";
     case BinaryOp::Maximum: return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
     case BinaryOp::Minimum: return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
+    case BinaryOp::FloorDivide:
+    case BinaryOp::Remainder:
+      return floor_div_rem(val.binary == BinaryOp::Remainder, is_signed_int(d), T, U, a, b);
+    case BinaryOp::BitwiseAnd: return "(" + T + ")(" + a + " & " + b + ")";
+    case BinaryOp::BitwiseOr: return "(" + T + ")(" + a + " | " + b + ")";
+    case BinaryOp::BitwiseXor: return "(" + T + ")(" + a + " ^ " + b + ")";
+    case BinaryOp::LeftShift:
+    case BinaryOp::RightShift:
+      return int_shift(val.binary == BinaryOp::LeftShift, is_signed_int(d),
+                       static_cast<int>(d.size() * 8), T, U, a, b);
     default: break;
   }
   return a;

@@ -287,6 +287,8 @@ std::string GlslDialect::unary(const Value& val) {
       default: break;
     }
   }
+  if (val.unary == UnaryOp::BitwiseInvert)
+    return d.is_bool() ? "(!" + a + ")" : wrap(d, "(~" + a + ")");
   if (d.is_bool()) return a;
   switch (val.unary) {
     case UnaryOp::Negative: return wrap(d, "(-" + a + ")");
@@ -324,7 +326,11 @@ std::string GlslDialect::binary(const Value& val) {
       case BinaryOp::Add:
       case BinaryOp::Power: return "(max(" + a + ", " + b + ") != 0)";
       case BinaryOp::Minimum:
-      case BinaryOp::Multiply: return "(min(" + a + ", " + b + ") != 0)";
+      case BinaryOp::Multiply:
+      case BinaryOp::BitwiseAnd: return "(min(" + a + ", " + b + ") != 0)";
+      case BinaryOp::BitwiseOr: return "(max(" + a + ", " + b + ") != 0)";
+      case BinaryOp::LeftShift: return "(" + a + " != 0)";  // 0 or 1 shifted within 8 bits
+      case BinaryOp::RightShift: return "((" + a + " >> " + b + ") != 0)";
       default: return "((" + a + " - " + b + ") != 0)";
     }
   }
@@ -334,6 +340,15 @@ std::string GlslDialect::binary(const Value& val) {
     if (val.binary == BinaryOp::Power) {
       if (is_const_two(val.b)) return "(" + a + " * " + a + ")";
       return std::string(d == float64 ? "k_pow_d(" : "k_pow_f(") + a + ", " + b + ")";
+    }
+    if (val.binary == BinaryOp::FloorDivide || val.binary == BinaryOp::Remainder) {
+      // In double where the device has it, rounded once (scalar_ops.h).
+      bool wide = d != float64 && f_.float64;
+      std::string x = wide ? "double(" + a + ")" : a, y = wide ? "double(" + b + ")" : b;
+      std::string q = "floor(" + x + " / " + y + ")";
+      std::string r =
+          val.binary == BinaryOp::FloorDivide ? q : "(" + x + " - " + y + " * " + q + ")";
+      return wide ? "float(" + r + ")" : r;
     }
   }
   std::string r;
@@ -351,9 +366,51 @@ std::string GlslDialect::binary(const Value& val) {
     case BinaryOp::Power: r = "k_ipow(" + a + ", " + b + ")"; break;
     case BinaryOp::Maximum: r = "(" + b + " < " + a + " ? " + a + " : " + b + ")"; break;
     case BinaryOp::Minimum: r = "(" + a + " < " + b + " ? " + a + " : " + b + ")"; break;
+    case BinaryOp::FloorDivide:
+    case BinaryOp::Remainder: r = floor_div_rem(val.binary == BinaryOp::Remainder, d, a, b); break;
+    case BinaryOp::BitwiseAnd: r = "(" + a + " & " + b + ")"; break;
+    case BinaryOp::BitwiseOr: r = "(" + a + " | " + b + ")"; break;
+    case BinaryOp::BitwiseXor: r = "(" + a + " ^ " + b + ")"; break;
+    case BinaryOp::LeftShift:
+    case BinaryOp::RightShift: {
+      // scalar::int_shift: the count as unsigned (8-bit values are held sign- or zero-extended,
+      // so a negative count is huge here too); counts of the width or more shift all out.
+      bool wide = d.size() == 8;
+      std::string out = "(" + std::string(wide ? "uint64_t(" : "uint(") + b +
+                        ") >= " + std::to_string(d.size() * 8) + (wide ? "ul)" : "u)");
+      std::string fill = std::string(T) + "(0)";
+      if (val.binary == BinaryOp::RightShift && !d.is_unsigned())
+        fill = "(" + a + " < " + T + "(0) ? " + T + "(-1) : " + T + "(0))";
+      std::string op = val.binary == BinaryOp::LeftShift ? " << " : " >> ";
+      r = "(" + out + " ? " + fill + " : " + a + op + b + ")";
+      break;
+    }
     default: r = a; break;
   }
   return wrap(d, r);
+}
+
+// scalar::int_floor_divide / int_remainder: the divisor is made 1 where it is 0 or -1 (a
+// flattened branch must not divide by them), and those cases are chosen afterwards.
+std::string GlslDialect::floor_div_rem(bool rem, Dtype d, const std::string& a,
+                                       const std::string& b) const {
+  std::string T = ctype(d), Z = T + "(0)", one = T + "(1)";
+  if (d.is_unsigned()) {
+    std::string safe = "(" + b + " == " + Z + " ? " + one + " : " + b + ")";
+    return "(" + b + " == " + Z + " ? " + Z + " : " + a + (rem ? " % " : " / ") + safe + ")";
+  }
+  std::string m1 = T + "(-1)";
+  std::string safe =
+      "((" + b + " == " + Z + " || " + b + " == " + m1 + ") ? " + one + " : " + b + ")";
+  // Truncated quotient and its remainder (GLSL's % leaves negative operands undefined).
+  std::string q = "(" + a + " / " + safe + ")", m = "(" + a + " - " + q + " * " + safe + ")";
+  std::string off =
+      "(" + m + " != " + Z + " && ((" + m + " < " + Z + ") != (" + b + " < " + Z + ")))";
+  if (rem)
+    return "((" + b + " == " + Z + " || " + b + " == " + m1 + ") ? " + Z + " : " + off + " ? " + m +
+           " + " + b + " : " + m + ")";
+  return "(" + b + " == " + Z + " ? " + Z + " : " + b + " == " + m1 + " ? -" + a + " : " + off +
+         " ? " + q + " - " + one + " : " + q + ")";
 }
 
 std::string GlslDialect::random(const Value& val) {

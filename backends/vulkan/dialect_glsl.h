@@ -33,6 +33,7 @@ class GlslDialect : public source::ShaderDialect {
   std::string select(const Value& v) override;
   std::string cast(const Value& v) override;
   std::string random(const Value& v) override;
+  std::string floor_div_rem(bool rem, Dtype d, const std::string& a, const std::string& b) const;
   std::string bool_literal(bool v) const override { return v ? "true" : "false"; }
 
   static const char* ctype(Dtype d);

@@ -2,7 +2,8 @@
 // astype. Their derivative at an input is a factor of the output's shape, so one function per op
 // gives both modes: vjp multiplies the cotangent by it (then sums back to the input's shape) and
 // jvp the tangent. Subgradients: abs' (0) = 0; maximum/minimum split a tie evenly between the
-// two inputs; floor, ceil and comparisons have derivative zero.
+// two inputs; floor, ceil, floor_divide and comparisons have derivative zero; remainder's is
+// 1 and -floor(a / b).
 #include <cmath>
 
 #include "compile/rules.h"
@@ -33,7 +34,8 @@ MaybeArray unary_scale(const ArrayNode& n, const Array& y, const Array& g) {
     case UnaryOp::Sigmoid: return g * y * (1.0 - y);
     case UnaryOp::Floor:
     case UnaryOp::Ceil:
-    case UnaryOp::LogicalNot: return std::nullopt;
+    case UnaryOp::LogicalNot:
+    case UnaryOp::BitwiseInvert: return std::nullopt;
   }
   return std::nullopt;
 }
@@ -58,7 +60,10 @@ MaybeArray binary_scale(const ArrayNode& n, const Array& y, const Array& g, int 
       Array wins = max ? self > other : self < other;
       return g * (astype(wins, d) + astype(self == other, d) * 0.5);
     }
-    default: return std::nullopt;  // comparisons and logic: piecewise constant
+    // a - b * floor(a / b): 1 and -floor(a / b) (floor's derivative is 0, as MLX and JAX).
+    case BinaryOp::Remainder: return i == 0 ? g : -(g * floor_divide(a, b));
+    // comparisons, logic, floor_divide (piecewise constant) and bitwise ops (integers only)
+    default: return std::nullopt;
   }
 }
 
