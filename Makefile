@@ -5,7 +5,9 @@
 # sanitize, tsan, fuzz, format-check, layer-check.
 BUILD ?= build
 JOBS ?= $(shell nproc)
-CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+# The Python package is built against the venv tools/install-deps.sh makes (nanobind is on PyPI).
+VENV ?= $(CURDIR)/.venv
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(VENV)/bin/python
 
 # Sanitizer builds: clang-15 (its runtimes come with the clang-15 package), -O1 with line
 # tables for readable reports, no benchmarks.
@@ -45,10 +47,10 @@ PREFIX ?= $(BUILD)/install
 
 # What the library, backends and kiln command need; deps-test adds the tests' and checks' tools.
 deps:
-	bash tools/install-deps.sh
+	KILN_VENV=$(VENV) bash tools/install-deps.sh
 
 deps-test:
-	bash tools/install-deps.sh --test
+	KILN_VENV=$(VENV) bash tools/install-deps.sh --test
 
 # A first configure for the demo leaves tests and benchmarks out (their packages may be
 # missing); `make test` turns them on in the same build folder, which rebuilds nothing of the
@@ -65,11 +67,12 @@ build: configure-test
 
 # The library, its backends and the `kiln` command: what `make demo` and `make bench` need.
 cli: configure
-	cmake --build $(BUILD) -j $(JOBS) --target kiln_cli
+	cmake --build $(BUILD) -j $(JOBS) --target kiln_cli kiln_python
 
 # The demo, then a few cases of the bench on every device (the full quick suite: make bench).
 demo: cli
 	$(BUILD)/tools/kiln demo
+	PYTHONPATH=$(BUILD)/python $(VENV)/bin/python examples/demo.py
 	mkdir -p $(BUILD)/bench
 	$(BUILD)/tools/kiln bench --suite demo --json $(BUILD)/bench/demo.json \
 	  --html $(BUILD)/bench/demo.html

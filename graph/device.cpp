@@ -41,6 +41,9 @@ struct ScopeEntry {
   bool placement;
 };
 thread_local std::vector<ScopeEntry> t_scopes;
+// set_default_stream's choices on this thread, per device (streams are per-thread defaults, as
+// MLX's are: another thread still starts on each device's stream 0).
+thread_local std::map<Device, int> t_default_streams;
 
 Device parse_device(const std::string& spec) {
   Device d;
@@ -124,8 +127,16 @@ void set_default_device(const Device& d) {
 
 Stream default_stream(const Device& d) {
   check_device(d);
-  return Stream{0, d};
+  auto it = t_default_streams.find(d);
+  return Stream{it == t_default_streams.end() ? 0 : it->second, d};
 }
+
+void set_default_stream(const Stream& s) {
+  check_stream(s);
+  t_default_streams[s.device] = s.index;
+}
+
+void reset_default_streams() { t_default_streams.clear(); }
 
 Stream new_stream(const Device& d) {
   check_device(d);
@@ -154,7 +165,7 @@ void synchronize() { synchronize(default_stream(default_device())); }
 
 Stream current_stream() {
   if (!t_scopes.empty()) return t_scopes.back().stream;
-  return Stream{0, default_device()};
+  return default_stream(default_device());
 }
 
 std::optional<Device> current_placement() {
@@ -169,7 +180,7 @@ ResolvedStream resolve_stream(const StreamOrDevice& s) {
     return {*st, StreamOrigin::Explicit};
   }
   if (auto* d = std::get_if<Device>(&s)) return {default_stream(*d), StreamOrigin::Explicit};
-  if (t_scopes.empty()) return {Stream{0, default_device()}, StreamOrigin::Default};
+  if (t_scopes.empty()) return {default_stream(default_device()), StreamOrigin::Default};
   // Scopes opened outside the function being traced are the caller's: the compiled function
   // must resolve them again at each call, so they count as Default.
   const ScopeEntry& e = t_scopes.back();

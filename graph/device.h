@@ -43,7 +43,13 @@ Device device(const std::string& spec);
 Device default_device();
 void set_default_device(const Device& d);
 
+// The calling thread's default stream on `d`: stream 0 unless set_default_stream chose another.
 Stream default_stream(const Device& d);
+// Makes `s` the calling thread's default stream on its device (MLX's set_default_stream; the
+// default device stays). Other threads keep theirs.
+void set_default_stream(const Stream& s);
+// Every device's default stream on the calling thread back to stream 0.
+void reset_default_streams();
 Stream new_stream(const Device& d);
 void synchronize(const Stream& s);  // waits for all work submitted to `s`
 void synchronize();                 // the default stream of the default device

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Fails when a Kiln source file includes a header from a later layer.
 
-Layers, lowest first: graph, backends, executor, compile, transforms, nn, scheduler, tools. A file may include its own
+Layers, lowest first: graph, backends, executor, compile, transforms, nn, scheduler, tools,
+python (the bindings). A file may include its own
 layer and earlier ones. kiln.h (the public umbrella, at the root) may include every layer, and
 only tools may include it. tests/, benchmarks/ and examples/ may include anything.
 Every violation is printed as file:line with the rule it breaks; the exit status is 1 if any.
@@ -15,7 +16,9 @@ import subprocess
 import sys
 import tempfile
 
-LAYERS = ["graph", "backends", "executor", "compile", "transforms", "nn", "scheduler", "tools"]
+LAYERS = [
+    "graph", "backends", "executor", "compile", "transforms", "nn", "scheduler", "tools", "python"
+]
 UMBRELLA = "kiln.h"
 FREE = {"tests", "benchmarks", "examples"}
 SOURCE_EXTS = (".h", ".hpp", ".cpp", ".cc", ".c", ".inc")

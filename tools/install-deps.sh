@@ -10,7 +10,7 @@ packages=(
   libtbb-dev llvm-15-dev libzstd-dev libopenblas-dev libdnnl-dev
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers opencl-c-headers libclblast-dev
   mesa-vulkan-drivers libvulkan-dev glslang-dev glslang-tools spirv-tools
-  nlohmann-json3-dev libcli11-dev
+  nlohmann-json3-dev libcli11-dev python3-dev python3-venv
 )
 test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-numpy
@@ -28,6 +28,16 @@ for arg in "$@"; do
   esac
 done
 
+# The Python package builds with nanobind, which is on PyPI only: a venv at .venv (KILN_VENV
+# elsewhere) made from the python3 on PATH, the interpreter that will import the package.
+venv="${KILN_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}"
+py_packages=("nanobind>=2,<4" numpy)
+py_check="import nanobind, numpy"
+if [[ " $* " == *" --test "* ]]; then
+  py_packages+=(pytest ml_dtypes "scikit-build-core>=0.10")
+  py_check+=", pytest, ml_dtypes, scikit_build_core"
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -35,7 +45,15 @@ for p in "${packages[@]}"; do
   fi
 done
 
+make_venv() {
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$py_check" 2>/dev/null; then return; fi
+  echo "install-deps: making $venv (${py_packages[*]})"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "${py_packages[@]}"
+}
+
 if ((${#missing[@]} == 0)); then
+  make_venv
   exit 0
 fi
 
@@ -48,4 +66,5 @@ $SUDO apt-get update -qq
 # fresh machine that is most of dpkg's time for these ~185 packages.
 $SUDO apt-get install -y -qq --no-install-recommends -o Dpkg::Options::=--force-unsafe-io \
   "${missing[@]}" > /dev/null
+make_venv
 echo "install-deps: done"

@@ -1,0 +1,94 @@
+"""Kiln: array functions compiled into fused kernels, run as task graphs on CPUs and GPUs.
+
+The API mirrors ``mlx.core`` (``import kiln as mx`` runs MLX code that uses features Kiln has);
+devices by name, ``compute_on`` and ahead-of-time lowering follow JAX. See README.md's Python
+section and docs/python.md for the differences.
+"""
+
+import contextlib as _contextlib
+import functools as _functools
+import os as _os
+
+from . import _kiln
+from ._kiln import *  # noqa: F401,F403  (the C++ bindings: array, ops, devices, eval, ...)
+from ._kiln import Error, array
+
+# The dtypes as module attributes, as mlx.core has them.
+bool_ = _kiln.bool_
+int8, int32, int64 = _kiln.int8, _kiln.int32, _kiln.int64
+uint8, uint32, uint64 = _kiln.uint8, _kiln.uint32, _kiln.uint64
+float16, bfloat16, float32, float64 = (_kiln.float16, _kiln.bfloat16, _kiln.float32,
+                                       _kiln.float64)
+
+cpu = _kiln.device("cpu")
+
+if _os.environ.get("KILN_DISABLE_COMPILE", "") not in ("", "0"):
+    _kiln.disable_compile()
+
+
+def __getattr__(name):
+    # kiln.gpu: the first available OpenCL or Vulkan device that is a GPU, looked up on use.
+    if name == "gpu":
+        for info in _kiln.devices():
+            d = info["device"]
+            if d.type in ("opencl", "vulkan") and info["available"] and _is_gpu(info):
+                return d
+        raise Error("kiln.gpu: no OpenCL or Vulkan GPU device is available (found: " +
+                    ", ".join(f"{i['device']} ({i['description'] or i['reason']})"
+                              for i in _kiln.devices()) + "); name a device instead, e.g. "
+                    "kiln.device('opencl')")
+    raise AttributeError(f"module 'kiln' has no attribute '{name}'")
+
+
+def _is_gpu(info):
+    desc = info["description"].lower()
+    return not any(cpu_word in desc for cpu_word in ("pocl", "llvmpipe", "lavapipe", "cpu"))
+
+
+class CompiledFunction(_kiln.CompiledFunction):
+    """A function compiled by kiln.compile; carries the wrapped function's name and docs."""
+
+
+def compile(fun=None, inputs=None, outputs=None, shapeless=False):
+    """Compiles ``fun``: traced once per signature, fused, run as one plan per call.
+
+    Usable as ``@kiln.compile`` and ``@partial(kiln.compile, inputs=state, outputs=state)``.
+    Non-array arguments are part of the cache key; ``inputs``/``outputs`` are pytrees of
+    captured state read before and written back after every call.
+    """
+    if fun is None:
+        return _functools.partial(compile, inputs=inputs, outputs=outputs, shapeless=shapeless)
+    c = CompiledFunction(fun, inputs, outputs, shapeless)
+    _functools.update_wrapper(c, fun)
+    return c
+
+
+class compute_on(_contextlib.ContextDecorator):
+    """Pins the ops created inside to ``device`` (JAX's compute_on), as a decorator or a
+    context manager. A compiled function keeps the pin on every call."""
+
+    def __init__(self, device):
+        self._device = device
+        self._scopes = []
+
+    def __enter__(self):
+        scope = _kiln._placement(self._device)
+        scope.__enter__()
+        self._scopes.append(scope)
+        return self
+
+    def __exit__(self, *exc):
+        self._scopes.pop().__exit__(*exc)
+        return False
+
+
+@_contextlib.contextmanager
+def profile():
+    """Records the tasks the runtime runs inside the block: ``p.events``,
+    ``p.write_chrome_trace(path)``."""
+    p = _kiln.Profile()
+    with p:
+        yield p
+
+
+from . import random  # noqa: E402  (needs the names above)

@@ -1,0 +1,182 @@
+// kiln.compile over Python functions. Arguments are pytrees: their arrays are the compiled
+// function's inputs; everything else (ints, strings, the tree's shape) selects a C++
+// CompiledFunction of its own, so non-array arguments are part of the cache key as in MLX. The
+// C++ side keys each on dtypes and shapes and follows the caller's stream at every call.
+// Captured `inputs` / `outputs` pytrees are flattened into the containers the C++ compile reads
+// and writes at each call, and their leaves written back into the Python objects afterwards.
+#include <nanobind/stl/string.h>
+
+#include <mutex>
+
+#include "graph/trace_state.h"
+#include "tree.h"
+
+namespace kiln::py {
+namespace {
+
+using namespace nb::literals;
+
+// A Python exception raised inside a trace, carried through the C++ compile as this.
+struct PythonErrorInTrace : std::exception {
+  const char* what() const noexcept override { return "a Python exception in a traced function"; }
+};
+
+struct PyCompiled {
+  nb::object fun = nb::none(), inputs = nb::none(), outputs = nb::none();
+  bool shapeless = false;
+  struct Entry {
+    CompiledFunction cf;
+    nb::object out_structure;  // the result's tree, recorded by the trace
+  };
+  nb::dict index;  // argument structure -> position in entries
+  std::vector<std::unique_ptr<Entry>> entries;
+  std::vector<Array> in_state, out_state;  // the containers CompileOptions points at
+  std::mutex state_mu;  // one set of containers: calls with captured state run one at a time
+  std::unique_ptr<nb::python_error> trace_error;  // set (under the GIL) when a trace raised
+
+  // Runs `fun` over traced arrays; C++ calls it only while tracing.
+  std::vector<Array> trace(Entry& e, const nb::object& structure, const std::vector<Array>& ph) {
+    nb::gil_scoped_acquire gil;
+    std::vector<Array> orig_in, orig_out;
+    if (!inputs.is_none()) orig_in = flatten(inputs, true, "inputs").arrays;
+    if (!outputs.is_none()) orig_out = flatten(outputs, true, "outputs").arrays;
+    try {
+      if (!inputs.is_none()) assign_leaves(inputs, in_state);  // placeholders now
+      nb::tuple call = nb::borrow<nb::tuple>(unflatten(structure, ph));
+      nb::object result = fun(*call[0], **call[1]);
+      Flat r = flatten(result, true, "the compiled function's result");
+      e.out_structure = r.structure;
+      if (!outputs.is_none()) out_state = flatten(outputs, true, "outputs").arrays;
+      restore(orig_in, orig_out);
+      return r.arrays;
+    } catch (nb::python_error& err) {
+      restore(orig_in, orig_out);
+      trace_error = std::make_unique<nb::python_error>(err);
+      throw PythonErrorInTrace();
+    } catch (...) {
+      restore(orig_in, orig_out);
+      throw;
+    }
+  }
+
+  void restore(const std::vector<Array>& in, const std::vector<Array>& out) {
+    if (!outputs.is_none()) assign_leaves(outputs, out);
+    if (!inputs.is_none()) assign_leaves(inputs, in);
+  }
+
+  Entry& entry_for(const nb::object& structure) {
+    if (index.contains(structure)) return *entries[nb::cast<size_t>(index[structure])];
+    auto e = std::make_unique<Entry>();
+    CompileOptions opts;
+    opts.shapeless = shapeless;
+    if (!inputs.is_none()) opts.inputs.push_back(&in_state);
+    if (!outputs.is_none()) opts.outputs.push_back(&out_state);
+    Entry* raw = e.get();
+    nb::object key = structure;
+    e->cf = compile([this, raw, key](const std::vector<Array>& ph) { return trace(*raw, key, ph); },
+                    std::move(opts));
+    index[structure] = entries.size();
+    entries.push_back(std::move(e));
+    return *entries.back();
+  }
+
+  nb::object call(nb::args args, nb::kwargs kwargs) {
+    // Inside a trace, a transform or with compile disabled the function runs as Python.
+    if (!compile_enabled() || is_tracing() || in_transform()) return fun(*args, **kwargs);
+    Flat flat = flatten(nb::make_tuple(args, kwargs));
+    if (PyObject_Hash(flat.structure.ptr()) == -1) {
+      PyErr_Clear();
+      throw nb::type_error(
+          "compile: a non-array argument is not hashable; non-array arguments (ints, floats, "
+          "strings, tuples of them) are part of the cache key");
+    }
+    Entry& e = entry_for(flat.structure);
+    bool stateful = !inputs.is_none() || !outputs.is_none();
+    std::unique_lock<std::mutex> lock(state_mu, std::defer_lock);
+    if (stateful) {
+      nb::gil_scoped_release release;
+      lock.lock();
+    }
+    if (!inputs.is_none()) in_state = flatten(inputs, true, "inputs").arrays;
+    if (!outputs.is_none()) out_state = flatten(outputs, true, "outputs").arrays;
+    std::vector<Array> result;
+    bool failed_in_python = false;
+    {
+      nb::gil_scoped_release release;
+      try {
+        result = e.cf(flat.arrays);
+      } catch (const PythonErrorInTrace&) {
+        failed_in_python = true;
+      }
+    }
+    if (failed_in_python) {
+      std::unique_ptr<nb::python_error> err = std::move(trace_error);
+      err->restore();
+      throw nb::python_error();
+    }
+    if (!outputs.is_none()) assign_leaves(outputs, out_state);
+    in_state.clear();
+    out_state.clear();
+    return unflatten(e.out_structure, result);
+  }
+};
+
+int traverse(PyObject* self, visitproc visit, void* arg) {
+  if (!nb::inst_ready(self)) return 0;
+  PyCompiled* c = nb::inst_ptr<PyCompiled>(self);
+  Py_VISIT(c->fun.ptr());
+  Py_VISIT(c->inputs.ptr());
+  Py_VISIT(c->outputs.ptr());
+  Py_VISIT(c->index.ptr());
+  for (auto& e : c->entries) Py_VISIT(e->out_structure.ptr());
+  Py_VISIT(Py_TYPE(self));
+  return 0;
+}
+
+int clear(PyObject* self) {
+  PyCompiled* c = nb::inst_ptr<PyCompiled>(self);
+  c->fun = nb::none();
+  c->inputs = nb::none();
+  c->outputs = nb::none();
+  c->index.clear();
+  c->entries.clear();
+  return 0;
+}
+
+PyType_Slot slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(traverse)},
+                       {Py_tp_clear, reinterpret_cast<void*>(clear)},
+                       {0, nullptr}};
+
+}  // namespace
+
+void init_compile(nb::module_& m) {
+  // Subclassed in python/kiln/__init__.py, whose instances carry the wrapped function's
+  // __name__, __doc__ and signature (functools.update_wrapper).
+  nb::class_<PyCompiled>(m, "CompiledFunction", nb::type_slots(slots))
+      .def(
+          "__init__",
+          [](PyCompiled* self, nb::object fun, nb::object inputs, nb::object outputs,
+             bool shapeless) {
+            if (!PyCallable_Check(fun.ptr())) throw nb::type_error("compile: fun is not callable");
+            new (self) PyCompiled();
+            self->fun = fun;
+            self->inputs = inputs;
+            self->outputs = outputs;
+            self->shapeless = shapeless;
+          },
+          "fun"_a, "inputs"_a = nb::none(), "outputs"_a = nb::none(), "shapeless"_a = false)
+      .def("__call__", &PyCompiled::call)
+      .def_prop_ro(
+          "cache_size",
+          [](const PyCompiled& c) {
+            size_t n = 0;
+            for (auto& e : c.entries) n += e->cf.cache_size();
+            return n;
+          },
+          "How many times the function has been traced.");
+  m.def("disable_compile", [] { disable_compile(); });
+  m.def("enable_compile", [] { enable_compile(); });
+  m.def("compile_enabled", [] { return compile_enabled(); });
+}
+
+}  // namespace kiln::py

@@ -1,0 +1,198 @@
+// Function transforms over Python functions and pytrees: grad, value_and_grad, vjp, jvp, vmap.
+// Each flattens the differentiated (or mapped) arguments into the std::vector<Array> the C++
+// transform takes, and rebuilds the Python arguments and results around it. The transforms run
+// on the calling thread with the GIL held: they call the Python function synchronously.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "tree.h"
+
+namespace kiln::py {
+namespace {
+
+using namespace nb::literals;
+
+std::vector<int> argnums_of(nb::handle argnums) {
+  if (argnums.is_none()) return {0};
+  if (nb::isinstance<nb::int_>(argnums)) return {nb::cast<int>(argnums)};
+  std::vector<int> out;
+  for (nb::handle h : argnums) out.push_back(nb::cast<int>(h));
+  if (out.empty()) throw nb::value_error("grad: argnums is empty");
+  return out;
+}
+
+// The differentiated arguments of one call, flattened, and how to put new arrays back.
+struct DiffArgs {
+  nb::list args;
+  std::vector<int> nums;
+  std::vector<Flat> flats;  // one per differentiated argument
+  std::vector<Array> all;   // every differentiated array, in order
+
+  DiffArgs(const nb::args& a, const std::vector<int>& argnums) : args(a), nums(argnums) {
+    for (int n : nums) {
+      if (n < 0 || n >= static_cast<int>(args.size()))
+        throw nb::value_error(("grad: argnums has " + std::to_string(n) + " but the function got " +
+                               std::to_string(args.size()) + " positional arguments")
+                                  .c_str());
+      Flat f = flatten(args[n], true, ("argument " + std::to_string(n)).c_str());
+      all.insert(all.end(), f.arrays.begin(), f.arrays.end());
+      flats.push_back(std::move(f));
+    }
+  }
+  // The positional arguments with the differentiated ones rebuilt from `flat`.
+  nb::tuple with(const std::vector<Array>& flat) const {
+    nb::list out = nb::list(args);
+    size_t at = 0;
+    for (size_t k = 0; k < nums.size(); ++k) {
+      size_t n = flats[k].arrays.size();
+      std::vector<Array> part(flat.begin() + static_cast<long>(at),
+                              flat.begin() + static_cast<long>(at + n));
+      out[nums[k]] = unflatten(flats[k].structure, part);
+      at += n;
+    }
+    return nb::tuple(out);
+  }
+  // The gradient in the shape of the arguments: one tree, or a tuple of them.
+  nb::object grads(const std::vector<Array>& g, bool single) const {
+    nb::list per;
+    size_t at = 0;
+    for (const Flat& f : flats) {
+      std::vector<Array> part(g.begin() + static_cast<long>(at),
+                              g.begin() + static_cast<long>(at + f.arrays.size()));
+      per.append(unflatten(f.structure, part));
+      at += f.arrays.size();
+    }
+    return single ? per[0] : nb::object(nb::tuple(per));
+  }
+};
+
+nb::object value_and_grad_call(nb::object fun, nb::handle argnums, nb::args args, nb::kwargs kwargs,
+                               bool want_value) {
+  DiffArgs d(args, argnums_of(argnums));
+  nb::object out_structure;
+  Fn f = [&](const std::vector<Array>& flat) {
+    nb::object r = fun(*d.with(flat), **kwargs);
+    if (!nb::isinstance<Array>(r) && !nb::isinstance<nb::tuple>(r) && !nb::isinstance<nb::list>(r))
+      throw nb::type_error(
+          "grad: the function must return an array, or a tuple whose first "
+          "element is the (scalar) array to differentiate");
+    Flat o = flatten(r, true, "the function's result");
+    out_structure = o.structure;
+    return o.arrays;
+  };
+  std::vector<int> all(d.all.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  auto [values, grads] = value_and_grad(f, all)(d.all);
+  bool single = argnums.is_none() || nb::isinstance<nb::int_>(argnums);
+  nb::object g = d.grads(grads, single);
+  if (!want_value) return g;
+  return nb::make_tuple(unflatten(out_structure, values), g);
+}
+
+std::vector<Array> array_list(nb::handle seq, const char* what) {
+  std::vector<Array> out;
+  if (nb::isinstance<Array>(seq)) return {nb::cast<Array>(seq)};
+  for (nb::handle h : seq) out.push_back(to_array(h));
+  (void)what;
+  return out;
+}
+
+Fn list_fn(nb::object fun) {
+  return [fun](const std::vector<Array>& xs) {
+    nb::list args;
+    for (const Array& x : xs) args.append(x);
+    nb::object r = fun(*args);
+    return flatten(r, true, "the function's result").arrays;
+  };
+}
+
+nb::list to_list(const std::vector<Array>& v) {
+  nb::list l;
+  for (const Array& a : v) l.append(a);
+  return l;
+}
+
+int axis_of(nb::handle h) { return h.is_none() ? -1 : nb::cast<int>(h); }
+
+}  // namespace
+
+void init_transforms(nb::module_& m) {
+  m.def(
+      "value_and_grad",
+      [](nb::object fun, nb::object argnums) {
+        return nb::cpp_function([fun, argnums](nb::args args, nb::kwargs kwargs) {
+          return value_and_grad_call(fun, argnums, args, kwargs, true);
+        });
+      },
+      "fun"_a, "argnums"_a = nb::none());
+  m.def(
+      "grad",
+      [](nb::object fun, nb::object argnums) {
+        return nb::cpp_function([fun, argnums](nb::args args, nb::kwargs kwargs) {
+          return value_and_grad_call(fun, argnums, args, kwargs, false);
+        });
+      },
+      "fun"_a, "argnums"_a = nb::none());
+  m.def(
+      "vjp",
+      [](nb::object fun, nb::handle primals, nb::handle cotangents) {
+        auto [outs, vjps] =
+            vjp(list_fn(fun), array_list(primals, "primals"), array_list(cotangents, "cotangents"));
+        return nb::make_tuple(to_list(outs), to_list(vjps));
+      },
+      "fun"_a, "primals"_a, "cotangents"_a);
+  m.def(
+      "jvp",
+      [](nb::object fun, nb::handle primals, nb::handle tangents) {
+        auto [outs, jvps] =
+            jvp(list_fn(fun), array_list(primals, "primals"), array_list(tangents, "tangents"));
+        return nb::make_tuple(to_list(outs), to_list(jvps));
+      },
+      "fun"_a, "primals"_a, "tangents"_a);
+  m.def(
+      "vmap",
+      [](nb::object fun, nb::object in_axes, nb::object out_axes) {
+        return nb::cpp_function([fun, in_axes, out_axes](nb::args args) {
+          // One axis per flattened input leaf: an int or None for all, or one per argument.
+          std::vector<Array> flat;
+          std::vector<int> in;
+          std::vector<nb::object> structures;
+          std::vector<size_t> counts;  // arrays per argument
+          for (size_t i = 0; i < args.size(); ++i) {
+            Flat f = flatten(args[i]);
+            nb::handle ax = nb::isinstance<nb::tuple>(in_axes) || nb::isinstance<nb::list>(in_axes)
+                                ? in_axes[i]
+                                : in_axes;
+            for (const Array& a : f.arrays) flat.push_back(a), in.push_back(axis_of(ax));
+            structures.push_back(f.structure);
+            counts.push_back(f.arrays.size());
+          }
+          nb::object out_structure;
+          Fn f = [&](const std::vector<Array>& xs) {
+            nb::list call;
+            size_t at = 0;
+            for (size_t i = 0; i < structures.size(); ++i) {
+              auto from = xs.begin() + static_cast<long>(at);
+              call.append(unflatten(structures[i],
+                                    std::vector<Array>(from, from + static_cast<long>(counts[i]))));
+              at += counts[i];
+            }
+            Flat o = flatten(fun(*call), true, "the function's result");
+            out_structure = o.structure;
+            return o.arrays;
+          };
+          std::vector<int> out;
+          bool per_output =
+              nb::isinstance<nb::tuple>(out_axes) || nb::isinstance<nb::list>(out_axes);
+          if (per_output)
+            for (nb::handle h : out_axes) out.push_back(axis_of(h));
+          std::vector<Array> r = vmap(f, in, out)(flat);
+          if (!per_output && axis_of(out_axes) != 0)
+            for (Array& a : r) a = moveaxis(a, 0, axis_of(out_axes));
+          return unflatten(out_structure, r);
+        });
+      },
+      "fun"_a, "in_axes"_a = 0, "out_axes"_a = 0);
+}
+
+}  // namespace kiln::py
