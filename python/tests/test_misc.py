@@ -1,0 +1,68 @@
+"""Random, eval over pytrees, .npy, the profiler, export_to_dot, Ctrl-C during eval."""
+import _thread
+import io
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import kiln as mx
+
+
+def test_random_is_reproducible_and_in_range():
+    mx.random.seed(7)
+    a = mx.random.uniform(shape=(1000,))
+    mx.random.seed(7)
+    b = mx.random.uniform(shape=(1000,))
+    assert a.tolist() == b.tolist()
+    x = np.array(a)
+    assert x.min() >= 0 and x.max() < 1 and abs(x.mean() - 0.5) < 0.05
+    k = mx.random.key(3)
+    n = np.array(mx.random.normal((20000,), key=k))
+    assert abs(n.mean()) < 0.05 and abs(n.std() - 1) < 0.05
+    assert mx.random.normal((4,), key=k).tolist() == mx.random.normal((4,), key=k).tolist()
+    k1, k2 = mx.random.split(k)
+    assert k1.item() != k2.item()
+
+
+def test_eval_and_async_eval_take_pytrees():
+    tree = {"a": mx.ones((2,)) + 1, "b": [mx.zeros((1,)) - 1, 3]}
+    mx.async_eval(tree)
+    mx.eval(tree, mx.ones(()))
+    assert tree["a"].tolist() == [2.0, 2.0]
+
+
+def test_save_and_load(tmp_path):
+    a = mx.array(np.arange(6, dtype=np.float32).reshape(2, 3))
+    mx.save(tmp_path / "a", a)
+    b = mx.load(tmp_path / "a.npy")
+    assert b.tolist() == a.tolist()
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), np.array(a))
+    with pytest.raises(ValueError):
+        mx.load(tmp_path / "missing.npy")
+
+
+def test_profile_and_dot(tmp_path):
+    with mx.profile() as p:
+        mx.eval(mx.exp(mx.ones((64,))) + 1)
+        p.write_chrome_trace(tmp_path / "t.json")
+    assert p.events and all(e["end_ns"] >= e["start_ns"] for e in p.events)
+    assert (tmp_path / "t.json").read_text().startswith(("[", "{"))
+    out = io.StringIO()
+    mx.export_to_dot(out, mx.exp(mx.ones((2,))) + 1)
+    assert out.getvalue().startswith("digraph") and "exp" in out.getvalue()
+
+
+def test_ctrl_c_during_a_long_eval_raises_promptly_and_leaves_kiln_usable():
+    x = mx.random.normal((1024, 1024))
+    y = x
+    for _ in range(200):
+        y = mx.tanh(y @ x * 1e-3)
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        mx.eval(y)
+    assert time.perf_counter() - start < 5
+    assert (mx.ones((2,)) + 1).tolist() == [2.0, 2.0]
