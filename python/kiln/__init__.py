@@ -5,6 +5,7 @@ devices by name, ``compute_on`` and ahead-of-time lowering follow JAX. See READM
 section and docs/python.md for the differences.
 """
 
+import builtins as _builtins
 import contextlib as _contextlib
 import functools as _functools
 import os as _os
@@ -12,6 +13,7 @@ import os as _os
 from . import _kiln
 from ._kiln import *  # noqa: F401,F403  (the C++ bindings: array, ops, devices, eval, ...)
 from ._kiln import Error, array
+from . import _composites
 
 # The dtypes as module attributes, as mlx.core has them.
 bool_ = _kiln.bool_
@@ -19,6 +21,13 @@ int8, int32, int64 = _kiln.int8, _kiln.int32, _kiln.int64
 uint8, uint32, uint64 = _kiln.uint8, _kiln.uint32, _kiln.uint64
 float16, bfloat16, float32, float64 = (_kiln.float16, _kiln.bfloat16, _kiln.float32,
                                        _kiln.float64)
+
+from ._composites import (addmm, all, allclose, any, array_equal, broadcast_arrays,  # noqa: E402,A004
+                          eye, identity, isclose, isfinite, isinf, isnan, log2, log10,
+                          reciprocal, square, unflatten)
+
+for _name in _composites.METHODS:  # as array methods too, like the C++ ones
+    setattr(array, _name, getattr(_composites, _name))
 
 cpu = _kiln.device("cpu")
 
@@ -42,7 +51,7 @@ def __getattr__(name):
 
 def _is_gpu(info):
     desc = info["description"].lower()
-    return not any(cpu_word in desc for cpu_word in ("pocl", "llvmpipe", "lavapipe", "cpu"))
+    return not _builtins.any(cpu_word in desc for cpu_word in ("pocl", "llvmpipe", "lavapipe", "cpu"))
 
 
 class CompiledFunction(_kiln.CompiledFunction):

@@ -26,7 +26,8 @@ struct PyCompiled {
   bool shapeless = false;
   struct Entry {
     CompiledFunction cf;
-    nb::object out_structure;  // the result's tree, recorded by the trace
+    nb::object out_structure;    // the result's tree, recorded by the trace
+    nb::object state_structure;  // the `outputs` tree the trace left
   };
   nb::dict index;  // argument structure -> position in entries
   std::vector<std::unique_ptr<Entry>> entries;
@@ -34,48 +35,59 @@ struct PyCompiled {
   std::mutex state_mu;  // one set of containers: calls with captured state run one at a time
   std::unique_ptr<nb::python_error> trace_error;  // set (under the GIL) when a trace raised
 
-  // Runs `fun` over traced arrays; C++ calls it only while tracing.
+  // Runs `fun` over traced arrays; C++ calls it only while tracing. The captured containers
+  // hold placeholders meanwhile and get their contents back afterwards; what `fun` left in
+  // `outputs` is recorded (its arrays for C++, its shape for the write-back after each call).
   std::vector<Array> trace(Entry& e, const nb::object& structure, const std::vector<Array>& ph) {
     nb::gil_scoped_acquire gil;
-    std::vector<Array> orig_in, orig_out;
-    if (!inputs.is_none()) orig_in = flatten(inputs, true, "inputs").arrays;
-    if (!outputs.is_none()) orig_out = flatten(outputs, true, "outputs").arrays;
+    nb::object saved_in = snapshot(inputs), saved_out = snapshot(outputs);
+    auto restore = [&] {
+      if (!outputs.is_none()) replace_contents(outputs, saved_out);
+      if (!inputs.is_none()) replace_contents(inputs, saved_in);
+    };
     try {
       if (!inputs.is_none()) assign_leaves(inputs, in_state);  // placeholders now
       nb::tuple call = nb::borrow<nb::tuple>(unflatten(structure, ph));
       nb::object result = fun(*call[0], **call[1]);
-      Flat r = flatten(result, true, "the compiled function's result");
+      Flat r = flatten(result, Leaves::Constants, "the compiled function's result");
       e.out_structure = r.structure;
-      if (!outputs.is_none()) out_state = flatten(outputs, true, "outputs").arrays;
-      restore(orig_in, orig_out);
+      if (!outputs.is_none()) {
+        Flat o = flatten(outputs, Leaves::Arrays, "outputs");
+        e.state_structure = o.structure;
+        out_state = std::move(o.arrays);
+      }
+      restore();
       return r.arrays;
     } catch (nb::python_error& err) {
-      restore(orig_in, orig_out);
+      restore();
       trace_error = std::make_unique<nb::python_error>(err);
       throw PythonErrorInTrace();
     } catch (...) {
-      restore(orig_in, orig_out);
+      restore();
       throw;
     }
   }
 
-  void restore(const std::vector<Array>& in, const std::vector<Array>& out) {
-    if (!outputs.is_none()) assign_leaves(outputs, out);
-    if (!inputs.is_none()) assign_leaves(inputs, in);
+  // A copy of the tree's containers (the arrays shared), to put back with replace_contents.
+  static nb::object snapshot(const nb::object& tree) {
+    if (tree.is_none()) return nb::none();
+    Flat f = flatten(tree, Leaves::Any);
+    return unflatten(f.structure, f.arrays);
   }
 
-  Entry& entry_for(const nb::object& structure) {
-    if (index.contains(structure)) return *entries[nb::cast<size_t>(index[structure])];
+  Entry& entry_for(const nb::object& key) {
+    if (index.contains(key)) return *entries[nb::cast<size_t>(index[key])];
     auto e = std::make_unique<Entry>();
     CompileOptions opts;
     opts.shapeless = shapeless;
     if (!inputs.is_none()) opts.inputs.push_back(&in_state);
     if (!outputs.is_none()) opts.outputs.push_back(&out_state);
     Entry* raw = e.get();
-    nb::object key = structure;
-    e->cf = compile([this, raw, key](const std::vector<Array>& ph) { return trace(*raw, key, ph); },
+    nb::object args_structure = key[0];
+    e->cf = compile([this, raw, args_structure](
+                        const std::vector<Array>& ph) { return trace(*raw, args_structure, ph); },
                     std::move(opts));
-    index[structure] = entries.size();
+    index[key] = entries.size();
     entries.push_back(std::move(e));
     return *entries.back();
   }
@@ -83,22 +95,20 @@ struct PyCompiled {
   nb::object call(nb::args args, nb::kwargs kwargs) {
     // Inside a trace, a transform or with compile disabled the function runs as Python.
     if (!compile_enabled() || is_tracing() || in_transform()) return fun(*args, **kwargs);
-    Flat flat = flatten(nb::make_tuple(args, kwargs));
-    if (PyObject_Hash(flat.structure.ptr()) == -1) {
-      PyErr_Clear();
-      throw nb::type_error(
-          "compile: a non-array argument is not hashable; non-array arguments (ints, floats, "
-          "strings, tuples of them) are part of the cache key");
-    }
-    Entry& e = entry_for(flat.structure);
+    Flat flat = flatten(nb::make_tuple(args, kwargs), Leaves::Constants, "compile: an argument");
+    // The captured inputs' shape is part of the key: a trace serves one shape of the state.
+    Flat state_in{{}, nb::none()};
+    if (!inputs.is_none()) state_in = flatten(inputs, Leaves::Arrays, "inputs");
+    nb::object key = nb::make_tuple(flat.structure, state_in.structure);
+    Entry& e = entry_for(key);
     bool stateful = !inputs.is_none() || !outputs.is_none();
     std::unique_lock<std::mutex> lock(state_mu, std::defer_lock);
     if (stateful) {
       nb::gil_scoped_release release;
       lock.lock();
     }
-    if (!inputs.is_none()) in_state = flatten(inputs, true, "inputs").arrays;
-    if (!outputs.is_none()) out_state = flatten(outputs, true, "outputs").arrays;
+    if (!inputs.is_none()) in_state = flatten(inputs, Leaves::Arrays, "inputs").arrays;
+    if (!outputs.is_none()) out_state = flatten(outputs, Leaves::Arrays, "outputs").arrays;
     std::vector<Array> result;
     bool failed_in_python = false;
     {
@@ -114,7 +124,7 @@ struct PyCompiled {
       err->restore();
       throw nb::python_error();
     }
-    if (!outputs.is_none()) assign_leaves(outputs, out_state);
+    if (!outputs.is_none()) replace_contents(outputs, unflatten(e.state_structure, out_state));
     in_state.clear();
     out_state.clear();
     return unflatten(e.out_structure, result);
@@ -128,7 +138,10 @@ int traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(c->inputs.ptr());
   Py_VISIT(c->outputs.ptr());
   Py_VISIT(c->index.ptr());
-  for (auto& e : c->entries) Py_VISIT(e->out_structure.ptr());
+  for (auto& e : c->entries) {
+    Py_VISIT(e->out_structure.ptr());
+    Py_VISIT(e->state_structure.ptr());
+  }
   Py_VISIT(Py_TYPE(self));
   return 0;
 }

@@ -8,7 +8,7 @@ namespace {
 std::vector<Array> arrays_in(const nb::args& args) {
   std::vector<Array> out;
   for (nb::handle h : args) {
-    Flat f = flatten(h, false);
+    Flat f = flatten(h, Leaves::Any);
     out.insert(out.end(), f.arrays.begin(), f.arrays.end());
   }
   return out;

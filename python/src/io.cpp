@@ -120,10 +120,14 @@ void init_io(nb::module_& m) {
           "file"_a);
   m.def(
       "export_to_dot",
-      [](nb::handle file, nb::args outputs) {
+      [](nb::handle file, nb::args outputs, nb::kwargs named) {
         std::vector<Array> arrays;
         for (nb::handle h : outputs) {
-          Flat f = flatten(h, false);
+          Flat f = flatten(h, Leaves::Any);
+          arrays.insert(arrays.end(), f.arrays.begin(), f.arrays.end());
+        }
+        for (auto [k, h] : named) {
+          Flat f = flatten(h, Leaves::Any);
           arrays.insert(arrays.end(), f.arrays.begin(), f.arrays.end());
         }
         std::string text = dot(arrays);
@@ -133,7 +137,8 @@ void init_io(nb::module_& m) {
         }
         std::ofstream(path_of(file)) << text;
       },
-      "file"_a, "outputs"_a, "Writes the graph behind the outputs in Graphviz dot form.");
+      "file"_a, "outputs"_a, "named"_a,
+      "Writes the graph behind the outputs in Graphviz dot form.");
 }
 
 }  // namespace kiln::py

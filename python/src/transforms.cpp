@@ -34,7 +34,7 @@ struct DiffArgs {
         throw nb::value_error(("grad: argnums has " + std::to_string(n) + " but the function got " +
                                std::to_string(args.size()) + " positional arguments")
                                   .c_str());
-      Flat f = flatten(args[n], true, ("argument " + std::to_string(n)).c_str());
+      Flat f = flatten(args[n], Leaves::Arrays, ("argument " + std::to_string(n)).c_str());
       all.insert(all.end(), f.arrays.begin(), f.arrays.end());
       flats.push_back(std::move(f));
     }
@@ -76,7 +76,7 @@ nb::object value_and_grad_call(nb::object fun, nb::handle argnums, nb::args args
       throw nb::type_error(
           "grad: the function must return an array, or a tuple whose first "
           "element is the (scalar) array to differentiate");
-    Flat o = flatten(r, true, "the function's result");
+    Flat o = flatten(r, Leaves::Arrays, "the function's result");
     out_structure = o.structure;
     return o.arrays;
   };
@@ -102,7 +102,7 @@ Fn list_fn(nb::object fun) {
     nb::list args;
     for (const Array& x : xs) args.append(x);
     nb::object r = fun(*args);
-    return flatten(r, true, "the function's result").arrays;
+    return flatten(r, Leaves::Arrays, "the function's result").arrays;
   };
 }
 
@@ -177,7 +177,7 @@ void init_transforms(nb::module_& m) {
                                     std::vector<Array>(from, from + static_cast<long>(counts[i]))));
               at += counts[i];
             }
-            Flat o = flatten(fun(*call), true, "the function's result");
+            Flat o = flatten(fun(*call), Leaves::Arrays, "the function's result");
             out_structure = o.structure;
             return o.arrays;
           };

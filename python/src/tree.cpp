@@ -1,6 +1,7 @@
 // Pytree flatten / unflatten (tree.h). Structures are nested tuples tagged by kind:
-//   ("a",) an array leaf, ("c", value) a constant, ("l", children) a list, ("t", children) a
-//   tuple, ("d", keys, children) a dict (keys in insertion order).
+//   ("a",) an array leaf, ("c", value) a constant, ("l", children) a list, ("t", children, type)
+//   a tuple (type: the tuple subclass to rebuild, or None), ("d", keys, children) a dict (keys in
+//   insertion order).
 #include "tree.h"
 
 #include <nanobind/stl/string.h>
@@ -10,7 +11,12 @@ namespace {
 
 nb::object tag(const char* t) { return nb::str(t); }
 
-nb::object flatten_into(nb::handle x, bool strict, const std::string& path,
+bool is_constant(nb::handle x) {
+  return x.is_none() || nb::isinstance<nb::bool_>(x) || nb::isinstance<nb::int_>(x) ||
+         nb::isinstance<nb::float_>(x) || nb::isinstance<nb::str>(x);
+}
+
+nb::object flatten_into(nb::handle x, Leaves leaves, const std::string& path,
                         std::vector<Array>& arrays) {
   if (nb::isinstance<Array>(x)) {
     arrays.push_back(nb::cast<Array>(x));
@@ -21,22 +27,26 @@ nb::object flatten_into(nb::handle x, bool strict, const std::string& path,
     nb::list children;
     size_t i = 0;
     for (nb::handle c : x)
-      children.append(flatten_into(c, strict, path + "[" + std::to_string(i++) + "]", arrays));
-    return nb::make_tuple(tag(is_list ? "l" : "t"), nb::tuple(children));
+      children.append(flatten_into(c, leaves, path + "[" + std::to_string(i++) + "]", arrays));
+    if (is_list) return nb::make_tuple(tag("l"), nb::tuple(children));
+    bool plain = x.type().is(nb::handle(reinterpret_cast<PyObject*>(&PyTuple_Type)));
+    return nb::make_tuple(tag("t"), nb::tuple(children), plain ? nb::none() : nb::borrow(x.type()));
   }
   if (nb::isinstance<nb::dict>(x)) {
     nb::list keys, children;
     for (auto [k, v] : nb::borrow<nb::dict>(x)) {
       keys.append(k);
-      children.append(flatten_into(v, strict, path + "[" + nb::repr(k).c_str() + "]", arrays));
+      children.append(flatten_into(v, leaves, path + "[" + nb::repr(k).c_str() + "]", arrays));
     }
     return nb::make_tuple(tag("d"), nb::tuple(keys), nb::tuple(children));
   }
-  if (strict) {
+  if (leaves == Leaves::Arrays || (leaves == Leaves::Constants && !is_constant(x))) {
     std::string type = nb::type_name(x.type()).c_str();
-    throw nb::value_error(
-        (path + " is a " + type + "; expected an array or a list, tuple or dict of arrays")
-            .c_str());
+    std::string valid = leaves == Leaves::Arrays
+                            ? "an array or a list, tuple or dict of arrays"
+                            : "arrays, lists, tuples or dicts of them, or constants (None, bool, "
+                              "int, float, str)";
+    throw nb::value_error((path + " is a " + type + "; expected " + valid).c_str());
   }
   return nb::make_tuple(tag("c"), nb::borrow(x));
 }
@@ -53,7 +63,10 @@ nb::object rebuild(nb::handle s, const std::vector<Array>& arrays, size_t& next)
     nb::list out;
     for (nb::handle c : nb::borrow<nb::tuple>(t[1])) out.append(rebuild(c, arrays, next));
     if (kind == "l") return out;
-    return nb::tuple(out);
+    nb::handle type = t[2];
+    if (type.is_none()) return nb::tuple(out);
+    if (nb::hasattr(type, "_fields")) return type(*out);  // a named tuple
+    return type(out);
   }
   nb::dict out;
   nb::tuple keys = nb::borrow<nb::tuple>(t[1]);
@@ -89,10 +102,24 @@ nb::object assign_into(nb::handle x, const std::vector<Array>& arrays, size_t& n
 
 }  // namespace
 
-Flat flatten(nb::handle tree, bool strict, const char* what) {
+Flat flatten(nb::handle tree, Leaves leaves, const char* what) {
   Flat f;
-  f.structure = flatten_into(tree, strict, what, f.arrays);
+  f.structure = flatten_into(tree, leaves, what, f.arrays);
   return f;
+}
+
+void replace_contents(nb::handle tree, nb::handle like) {
+  if (nb::isinstance<nb::dict>(tree) && nb::isinstance<nb::dict>(like)) {
+    nb::dict d = nb::borrow<nb::dict>(tree);
+    d.clear();
+    for (auto [k, v] : nb::borrow<nb::dict>(like)) d[k] = v;
+  } else if (nb::isinstance<nb::list>(tree) && nb::isinstance<nb::list>(like)) {
+    nb::list l = nb::borrow<nb::list>(tree);
+    PyList_SetSlice(l.ptr(), 0, PY_SSIZE_T_MAX, like.ptr());
+  } else if (nb::isinstance<nb::tuple>(tree) && nb::isinstance<nb::tuple>(like) &&
+             nb::len(tree) == nb::len(like)) {
+    for (size_t i = 0; i < nb::len(tree); ++i) replace_contents(tree[i], like[i]);
+  }
 }
 
 nb::object unflatten(nb::handle structure, const std::vector<Array>& arrays) {

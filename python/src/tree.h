@@ -14,14 +14,23 @@ struct Flat {
   nb::object structure;
 };
 
-// `strict`: every leaf must be an array (raise naming the path otherwise); else other leaves are
-// constants kept in the structure. Python scalars count as constants, not arrays.
-Flat flatten(nb::handle tree, bool strict = false, const char* what = "argument");
+// Which leaves besides arrays a tree may hold (kept as constants in the structure).
+enum class Leaves {
+  Arrays,     // arrays only (raise naming the path otherwise)
+  Constants,  // also None, bool, int, float and str: compile's arguments and results
+  Any,        // anything (eval and export_to_dot look for arrays and skip the rest)
+};
+// Python scalars count as constants, not arrays. Lists, tuples (named tuples and other tuple
+// subclasses rebuild as their type) and dicts are containers.
+Flat flatten(nb::handle tree, Leaves leaves = Leaves::Any, const char* what = "argument");
+// A deep copy of the tree's containers with `arrays` as its leaves (flatten's structure).
+// replace_contents makes the mutable containers of `tree` hold what `like` holds, in place:
+// dicts and lists get like's items (tuples are descended into), so the user's objects see it.
+void replace_contents(nb::handle tree, nb::handle like);
 // The tree `structure` describes with its array markers replaced by `arrays`, in order.
 nb::object unflatten(nb::handle structure, const std::vector<Array>& arrays);
 // The array leaves of `tree`, replaced in place (lists and dicts are mutated; tuples rebuilt and
-// stored back into their mutable parents) by `arrays` in flatten order. Used to write captured
-// compile state back into the user's containers.
+// stored back into their mutable parents) by `arrays` in flatten order.
 void assign_leaves(nb::handle tree, const std::vector<Array>& arrays);
 
 }  // namespace kiln::py
