@@ -75,6 +75,22 @@ struct PyCompiled {
     return unflatten(f.structure, f.arrays);
   }
 
+  // The common call, f(array, array, ...) without captured inputs, skips building the key: its
+  // entry is remembered per argument count.
+  std::vector<Entry*> fast;  // by number of positional array arguments
+  Entry* fast_entry(const nb::args& args, const nb::kwargs& kwargs, Flat& flat) {
+    if (!inputs.is_none() || kwargs.size() != 0 || args.size() >= fast.size() || !fast[args.size()])
+      return nullptr;
+    for (nb::handle h : args)
+      if (!nb::isinstance<Array>(h)) return nullptr;
+    for (nb::handle h : args) flat.arrays.push_back(nb::cast<Array>(h));
+    return fast[args.size()];
+  }
+  void remember_fast(size_t n, Entry* e) {
+    if (fast.size() <= n) fast.resize(n + 1, nullptr);
+    fast[n] = e;
+  }
+
   Entry& entry_for(const nb::object& key) {
     if (index.contains(key)) return *entries[nb::cast<size_t>(index[key])];
     auto e = std::make_unique<Entry>();
@@ -95,12 +111,19 @@ struct PyCompiled {
   nb::object call(nb::args args, nb::kwargs kwargs) {
     // Inside a trace, a transform or with compile disabled the function runs as Python.
     if (!compile_enabled() || is_tracing() || in_transform()) return fun(*args, **kwargs);
-    Flat flat = flatten(nb::make_tuple(args, kwargs), Leaves::Constants, "compile: an argument");
-    // The captured inputs' shape is part of the key: a trace serves one shape of the state.
-    Flat state_in{{}, nb::none()};
-    if (!inputs.is_none()) state_in = flatten(inputs, Leaves::Arrays, "inputs");
-    nb::object key = nb::make_tuple(flat.structure, state_in.structure);
-    Entry& e = entry_for(key);
+    Flat flat;
+    Entry* found = fast_entry(args, kwargs, flat);
+    if (!found) {
+      flat = flatten(nb::make_tuple(args, kwargs), Leaves::Constants, "compile: an argument");
+      // The captured inputs' shape is part of the key: a trace serves one shape of the state.
+      Flat state_in{{}, nb::none()};
+      if (!inputs.is_none()) state_in = flatten(inputs, Leaves::Arrays, "inputs");
+      found = &entry_for(nb::make_tuple(flat.structure, state_in.structure));
+      bool all_arrays = true;
+      for (nb::handle h : args) all_arrays = all_arrays && nb::isinstance<Array>(h);
+      if (inputs.is_none() && kwargs.size() == 0 && all_arrays) remember_fast(args.size(), found);
+    }
+    Entry& e = *found;
     bool stateful = !inputs.is_none() || !outputs.is_none();
     std::unique_lock<std::mutex> lock(state_mu, std::defer_lock);
     if (stateful) {
@@ -152,6 +175,7 @@ int clear(PyObject* self) {
   c->inputs = nb::none();
   c->outputs = nb::none();
   c->index.clear();
+  c->fast.clear();
   c->entries.clear();
   return 0;
 }

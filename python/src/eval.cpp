@@ -8,6 +8,10 @@ namespace {
 std::vector<Array> arrays_in(const nb::args& args) {
   std::vector<Array> out;
   for (nb::handle h : args) {
+    if (nb::isinstance<Array>(h)) {  // the common case, without building a structure
+      out.push_back(nb::cast<Array>(h));
+      continue;
+    }
     Flat f = flatten(h, Leaves::Any);
     out.insert(out.end(), f.arrays.begin(), f.arrays.end());
   }

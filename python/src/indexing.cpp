@@ -225,7 +225,11 @@ Array update_box(const Array& a, nb::handle index, nb::handle value,
     throw nb::index_error("assignment through None indices is not supported");
   Array region = getitem(a, index);
   Array v = operand(value, &region);
-  v = broadcast_to(astype(v, a.dtype()), region.shape());
+  // A value with the region's elements but extra 1-extents (x[2] = array([3.0])) fits as NumPy
+  // and MLX let it; anything else broadcasts.
+  v = astype(v, a.dtype());
+  v = v.size() == region.size() && v.ndim() > region.ndim() ? reshape(v, region.shape())
+                                                            : broadcast_to(v, region.shape());
   std::vector<std::pair<int64_t, int64_t>> widths;
   Shape boxed;
   for (size_t i = 0; i < p.axes.size(); ++i) {

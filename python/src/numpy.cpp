@@ -136,12 +136,21 @@ void wait_for(const std::vector<Array>& arrays) {
       async_eval(arrays);
     }
     // Poll so that Ctrl-C (delivered to the main thread as a pending signal) is seen while the
-    // work runs; the wait backs off from 50 µs to 20 ms.
+    // work runs: first by yielding for up to 200 µs (small work finishes within that, and a
+    // sleep would cost more than the work), then sleeping from 50 µs up to 20 ms.
+    auto ready = [&] {
+      for (const Array& a : arrays)
+        if (!a.is_evaluated()) return false;
+      return true;
+    };
+    {
+      nb::gil_scoped_release release;
+      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+      while (!ready() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    }
     auto pause = std::chrono::microseconds(50);
     for (;;) {
-      bool done = true;
-      for (const Array& a : arrays) done = done && a.is_evaluated();
-      if (done) break;
+      if (ready()) break;
       if (PyErr_CheckSignals() != 0) {
         token->cancel("interrupted (KeyboardInterrupt)");
         {

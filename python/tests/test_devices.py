@@ -62,3 +62,12 @@ def test_compute_on_as_decorator_and_context_survives_compile(device):
         assert cf(mx.ones((2,))).device == device  # the pin holds under a caller's stream
     with mx.compute_on(device):
         assert (mx.ones((2,)) + 1).device == device
+
+
+def test_compute_on_around_a_compiled_function_holds_on_every_call(device):
+    cf = mx.compile(lambda x: mx.exp(x) + 1)
+    pinned = mx.compute_on(device)(cf)
+    assert pinned(mx.ones((3,))).device == device
+    assert cf(mx.ones((3,))).device == mx.default_device()  # the same trace, unpinned caller
+    assert pinned(mx.ones((3,))).device == device
+    assert cf.cache_size == 1

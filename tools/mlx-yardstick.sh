@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs MLX's own Python tests against kiln with only the import changed: the yardstick MLX users
+# hold Kiln to (docs/python.md). Not part of `make test`: it needs a checkout of MLX.
+#   tools/mlx-yardstick.sh MLX_CHECKOUT [test_compile.py ...]
+# Copies the named test files (default: test_compile.py) and mlx_tests.py from
+# MLX_CHECKOUT/python/tests into a temporary folder, rewrites `import mlx.core as mx` to
+# `import kiln as mx`, and runs them with pytest from .venv against build/python.
+set -euo pipefail
+mlx=${1:?usage: tools/mlx-yardstick.sh MLX_CHECKOUT [test_file.py ...]}
+shift
+files=("${@:-test_compile.py}")
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for f in mlx_tests.py "${files[@]}"; do
+  sed 's/^import mlx\.core as mx$/import kiln as mx/' "$mlx/python/tests/$f" > "$work/$f"
+done
+cd "$work"
+KILN_CACHE_DIR="$root/build/tests/kernel-cache" PYTHONPATH="$root/build/python" \
+  "$root/.venv/bin/python" -m pytest -q -p no:cacheprovider -rf "${files[@]}" | tail -40
