@@ -245,11 +245,30 @@ void init_array(nb::module_& m) {
   def_operator<less_equal>(cls, "__le__", nullptr);
   def_operator<greater>(cls, "__gt__", nullptr);
   def_operator<greater_equal>(cls, "__ge__", nullptr);
+  def_operator<floor_divide>(cls, "__floordiv__", "__rfloordiv__");
+  def_operator<remainder>(cls, "__mod__", "__rmod__");
+  def_operator<bitwise_and>(cls, "__and__", "__rand__");
+  def_operator<bitwise_or>(cls, "__or__", "__ror__");
+  def_operator<bitwise_xor>(cls, "__xor__", "__rxor__");
+  def_operator<left_shift>(cls, "__lshift__", "__rlshift__");
+  def_operator<right_shift>(cls, "__rshift__", "__rrshift__");
+  cls.def("__invert__", [](const Array& a) { return bitwise_invert(a); });
+  cls.def("__divmod__", [](nb::handle a, nb::handle b) {
+    auto [x, y] = operands(a, b);
+    return nb::make_tuple(floor_divide(x, y), remainder(x, y));
+  });
   // In-place forms rebind the name to a new array, as MLX's do (arrays are immutable values).
   def_operator<add>(cls, "__iadd__", nullptr);
   def_operator<subtract>(cls, "__isub__", nullptr);
   def_operator<multiply>(cls, "__imul__", nullptr);
   def_operator<divide>(cls, "__itruediv__", nullptr);
+  def_operator<floor_divide>(cls, "__ifloordiv__", nullptr);
+  def_operator<remainder>(cls, "__imod__", nullptr);
+  def_operator<bitwise_and>(cls, "__iand__", nullptr);
+  def_operator<bitwise_or>(cls, "__ior__", nullptr);
+  def_operator<bitwise_xor>(cls, "__ixor__", nullptr);
+  def_operator<left_shift>(cls, "__ilshift__", nullptr);
+  def_operator<right_shift>(cls, "__irshift__", nullptr);
   cls.def("__iter__", [](nb::handle self) {
     const Array& a = nb::cast<const Array&>(self);
     if (a.ndim() == 0) throw nb::type_error("iteration over a 0-d array");

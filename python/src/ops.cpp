@@ -176,6 +176,21 @@ void def_elementwise(nb::module_& m) {
   def_binary(m, "greater_equal", greater_equal);
   def_binary(m, "logical_and", logical_and);
   def_binary(m, "logical_or", logical_or);
+  def_binary(m, "floor_divide", floor_divide);
+  def_binary(m, "remainder", remainder);
+  def_binary(m, "bitwise_and", bitwise_and);
+  def_binary(m, "bitwise_or", bitwise_or);
+  def_binary(m, "bitwise_xor", bitwise_xor);
+  def_binary(m, "left_shift", left_shift);
+  def_binary(m, "right_shift", right_shift);
+  def_unary(m, "bitwise_invert", bitwise_invert);
+  m.def(
+      "divmod",
+      [](nb::handle a, nb::handle b, nb::handle s) {
+        auto [x, y] = operands(a, b);
+        return nb::make_tuple(floor_divide(x, y, S(s)), remainder(x, y, S(s)));
+      },
+      "a"_a, "b"_a, nb::kw_only(), "stream"_a = nb::none());
   m.def(
       "where",
       [](nb::handle c, nb::handle x, nb::handle y, nb::handle s) {

@@ -145,3 +145,19 @@ def test_errors_are_value_errors_and_leave_arrays_usable():
     with pytest.raises(TypeError):
         mx.array(object())
     assert (a * 2).tolist() == [2.0, 4.0]
+
+
+def test_integer_and_bitwise_operators_match_numpy():
+    rng = np.random.default_rng(3)
+    x = rng.integers(-50, 50, (6,)).astype(np.int32)
+    y = rng.integers(1, 9, (6,)).astype(np.int32)
+    a, b = mx.array(x), mx.array(y)
+    for got, want in [(a // b, x // y), (a % b, x % y), (a & b, x & y), (a | b, x | y),
+                      (a ^ b, x ^ y), (~a, ~x), (b << 2, y << 2), (a >> 1, x >> 1),
+                      (7 // b, 7 // y), (mx.array([7.5, -7.5]) // 2, np.array([3.0, -4.0]))]:
+        np.testing.assert_array_equal(np.array(got), want)
+    q, r = divmod(a, b)
+    np.testing.assert_array_equal(np.array(q), x // y)
+    np.testing.assert_array_equal(np.array(r), x % y)
+    with pytest.raises(ValueError):
+        mx.array([1.5]) & mx.array([1.0])
