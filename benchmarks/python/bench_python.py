@@ -85,7 +85,7 @@ def cpp_gelu(binary):
     """Seconds per compiled gelu call on 32x1000x4096 from C++ (bench_compile)."""
     if not binary or not os.path.exists(binary):
         return None
-    r = subprocess.run([binary, "--benchmark_filter=compiled.*131072000",
+    r = subprocess.run([binary, "--benchmark_filter=BM_GeluCompiled/131072000/2/",
                         "--benchmark_format=json", "--benchmark_min_time=0.5"],
                        capture_output=True, text=True, timeout=600)
     try:
