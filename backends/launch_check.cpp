@@ -51,9 +51,9 @@ void LaunchCheck::operator()(const Kernel& k, const KernelArgs& args) const {
     throw_error("kernel ", k.name, " takes ", k.buffers.size(), " buffers, got ",
                 args.buffers.size());
   bool slow = !fixed_ || static_cast<int>(args.params.size()) < nparams_;
-  for (size_t b = 0; b < args.buffers.size() && !slow; ++b) {
+  for (size_t b = 0; b < args.buffers.size() && !slow && !empty_; ++b) {
     int64_t n = elements_of(k, args, b);
-    slow = !empty_ && (ranges_[b].first < 0 || ranges_[b].second >= n);
+    slow = ranges_[b].first < 0 || ranges_[b].second >= n;
   }
   std::vector<std::pair<int, int>> donated = donations(k, args);
   if (!slow && donated.empty()) return;

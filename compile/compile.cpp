@@ -179,18 +179,25 @@ std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e, std::vect
     if (!a.node()->ready.load(std::memory_order_acquire)) unevaluated.push_back(a);
   if (!unevaluated.empty()) eval(unevaluated);
   std::vector<std::shared_ptr<Buffer>> buffers;
+  buffers.reserve(inputs.size() + e->constants.size());
   for (const Array& a : inputs) buffers.push_back(array_buffer(a));
   for (const Array& c : e->constants) buffers.push_back(array_buffer(c));
 
   // The outputs are in flight until the plan's completion publishes into them.
   const Plan& plan = e->plan;
+  size_t n = plan.outputs.size();
   Stream caller = current_stream();
-  std::vector<Array> outs, fresh;
-  std::vector<size_t> which;  // the plan output of each fresh array
-  for (size_t i = 0; i < plan.outputs.size(); ++i) {
+  auto passed_through = [&](size_t i) {  // the function returned an input unchanged
     const Slot& s = plan.slots()[plan.outputs[i]];
-    if (s.kind == SlotKind::Input && s.index < static_cast<int>(inputs.size())) {
-      outs.push_back(inputs[s.index]);  // the function returned an input unchanged
+    return s.kind == SlotKind::Input && s.index < static_cast<int>(inputs.size());
+  };
+  std::vector<Array> outs, fresh;
+  outs.reserve(n);
+  fresh.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Slot& s = plan.slots()[plan.outputs[i]];
+    if (passed_through(i)) {
+      outs.push_back(inputs[s.index]);
       continue;
     }
     Stream st = s.lane >= 0 ? resolve_lane(plan.lanes()[s.lane], caller) : caller;
@@ -198,10 +205,15 @@ std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e, std::vect
                            ResolvedStream{st, StreamOrigin::Default});
     out.node()->in_flight = true;  // nobody else sees it yet
     outs.push_back(out);
-    fresh.push_back(out);
-    which.push_back(i);
+    fresh.push_back(std::move(out));
   }
-  auto publish = [fresh, which](RunResult r) {
+  std::vector<size_t> which;  // the plan output of each fresh array, unless all are fresh
+  if (fresh.size() != n)
+    for (size_t i = 0; i < n; ++i)
+      if (!passed_through(i)) which.push_back(i);
+  // The fresh arrays move into the completion (`outs` holds them too): no copies per call.
+  RunDone publish = [fresh = std::move(fresh), which = std::move(which)](RunResult r) {
+    if (which.empty()) return publish_results(fresh, r);
     RunResult mine;  // the results of the fresh outputs, in their order
     for (size_t i : which) {
       mine.outputs.push_back(r.outputs[i]);
@@ -213,15 +225,18 @@ std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e, std::vect
   inputs.clear();  // the executor's buffers are now all this call holds of them
   std::shared_ptr<Pending> work;
   try {
-    work = execute_async(plan, e, std::move(buffers), publish);
+    work = execute_async(plan, e, std::move(buffers), std::move(publish));
   } catch (...) {  // nothing ran: whoever holds an output reads the error, never waits forever
     std::exception_ptr error = std::current_exception();
-    publish(RunResult{std::vector<std::shared_ptr<Buffer>>(plan.outputs.size()),
-                      std::vector<std::exception_ptr>(plan.outputs.size(), error)});
+    std::vector<Array> failed;  // the fresh outputs: still in flight, as nothing ran
+    for (const Array& a : outs)
+      if (a.node()->in_flight) failed.push_back(a);
+    publish_results(failed, RunResult{std::vector<std::shared_ptr<Buffer>>(failed.size()),
+                                      std::vector<std::exception_ptr>(failed.size(), error)});
     if (on_failure) on_failure(buffers);
     throw;
   }
-  if (work) attach_pending(fresh, work);
+  if (work) attach_pending(outs, work);  // the fresh ones; inputs passed through are evaluated
   return outs;
 }
 
@@ -229,6 +244,7 @@ std::vector<Array> CompiledFunction::Impl::run(const Entry& entry,
                                                const std::shared_ptr<const ShapePlan>& e,
                                                const std::vector<Array>& args,
                                                std::vector<Array> state) const {
+  if (options.inputs.empty() && options.outputs.empty()) return run_plan(e, args);  // no state
   // What it takes to rebuild the old state from its buffers, should the submission fail after
   // the write-back below (the arrays themselves are let go, so the plan may donate them).
   struct Old {

@@ -2,12 +2,12 @@
 
 #include <condition_variable>
 #include <mutex>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "compile/async_results.h"
 #include "compile/graph_walk.h"
 #include "compile/lower.h"
+#include "compile/node_table.h"
 #include "executor/executor.h"
 #include "graph/array_node.h"
 #include "graph/trace_state.h"
@@ -102,7 +102,7 @@ void evaluate(const std::vector<Array>& arrays, bool async) {
   if (ready) return async ? void() : rethrow_first_error(arrays);
   std::unique_lock<std::mutex> lock(g_mu);
   std::vector<Array> pending, order;
-  std::unordered_map<const ArrayNode*, int> refs;  // references from inside this evaluation
+  NodeTable<int> refs;  // references from inside this evaluation
   for (;;) {
     bool all_done = true;
     for (const Array& a : arrays) all_done = all_done && is_done(*a.node());
@@ -128,7 +128,7 @@ void evaluate(const std::vector<Array>& arrays, bool async) {
       g_cv.wait(lock);
     }
   }
-  for (const Array& a : arrays) refs[a.node().get()]++;
+  for (const Array& a : arrays) refs.at(a.node().get())++;
   for (const Array& a : order) {
     ArrayNode& n = *a.node();
     if (n.op == Op::Placeholder)
@@ -144,7 +144,7 @@ void evaluate(const std::vector<Array>& arrays, bool async) {
       detach(n);
       continue;
     }
-    for (const Array& in : n.inputs) refs[in.node().get()]++;
+    for (const Array& in : n.inputs) refs.at(in.node().get())++;
     pending.push_back(a);
   }
   if (pending.empty()) {
@@ -160,7 +160,7 @@ void evaluate(const std::vector<Array>& arrays, bool async) {
   std::vector<Array> outputs;
   for (const Array& a : pending) {
     const ArrayNode* n = a.node().get();
-    bool held_elsewhere = a.node().use_count() > refs[n] + 2;
+    bool held_elsewhere = a.node().use_count() > refs.at(n) + 2;
     if (wanted.count(n) || held_elsewhere) outputs.push_back(a);
   }
   for (const Array& a : pending) a.node()->in_flight = true;
@@ -200,7 +200,14 @@ void evaluate(const std::vector<Array>& arrays, bool async) {
 }  // namespace
 
 void eval(const std::vector<Array>& arrays) { evaluate(arrays, false); }
-void eval(const Array& a) { evaluate({a}, false); }
+void eval(const Array& a) {
+  // Already evaluated (a compiled call's output once published): no list, no lock.
+  if (a.node()->ready.load(std::memory_order_acquire)) {
+    if (a.node()->error) std::rethrow_exception(a.node()->error);
+    return;
+  }
+  evaluate({a}, false);
+}
 void async_eval(const std::vector<Array>& arrays) { evaluate(arrays, true); }
 void async_eval(const Array& a) { evaluate({a}, true); }
 

@@ -12,6 +12,7 @@
 
 #include "backends/registry.h"
 #include "executor/cancel.h"
+#include "executor/inline_policy.h"
 #include "executor/lane_worker.h"
 #include "executor/lanes.h"
 #include "executor/profile_record.h"
@@ -86,6 +87,33 @@ Queue& copy_out_queue(const Device& d) {
   return *q;
 }
 
+// Per-thread KernelArgs reused across launches (their vectors keep their capacity); a depth
+// counter gives a launch started while another runs on this thread (a TBB worker that picks up
+// a flow-graph task inside a kernel's parallel loop) its own.
+struct ArgsLease {
+  struct Pool {
+    std::vector<std::unique_ptr<KernelArgs>> args;
+    size_t depth = 0;
+  };
+  static Pool& pool() {
+    thread_local Pool p;
+    return p;
+  }
+  KernelArgs* args;
+  ArgsLease() {
+    Pool& p = pool();
+    if (p.depth == p.args.size()) p.args.push_back(std::make_unique<KernelArgs>());
+    args = p.args[p.depth++].get();
+  }
+  ~ArgsLease() {
+    args->buffers.clear();
+    args->params.clear();
+    pool().depth--;
+  }
+  ArgsLease(const ArgsLease&) = delete;
+  ArgsLease& operator=(const ArgsLease&) = delete;
+};
+
 // Starts task t. Returns an event for device work still in flight, or null when done.
 EventPtr start_task(CallState& st, int t) {
   if (dependency_failed(st, t) || stopped(st, t)) return nullptr;
@@ -97,10 +125,10 @@ EventPtr start_task(CallState& st, int t) {
         return nullptr;
       case TaskKind::Kernel: {
         if (!(*st.task_kernels)[t]) std::rethrow_exception(st.binding->build_errors[t]);
-        KernelArgs args;
-        args.buffers.reserve(task.slots.size());
+        ArgsLease lease;
+        KernelArgs& args = *lease.args;
         for (int s : task.slots) args.buffers.push_back(st.buffers[s].get());
-        args.params = task.params;
+        args.params.assign(task.params.begin(), task.params.end());
         return st.lanes[task.lane]->queue->enqueue_kernel(*(*st.task_kernels)[t], args);
       }
       case TaskKind::Copy: {
@@ -288,23 +316,37 @@ bool usable_on(Buffer& buf, const Lane& lane) {
 // lock held, never picks up an unrelated task that might want the same lock.
 void compile_kernels(const Plan& plan, const std::vector<Lane*>& lanes, PlanRuntime& rt,
                      Binding& b) {
+  using Compiled = std::vector<std::shared_ptr<const CompiledKernel>>;
   size_t n = plan.tasks().size();
   b.kernels.assign(n, nullptr);
   b.build_errors.assign(n, nullptr);
+  // Per task, its device's compiled kernels in `rt` (one map lookup per run of tasks on one
+  // lane: an eager plan has a task per op). Kernels compiled before (an eager kernel shared by
+  // structure) are taken here; only the others go to the parallel build.
+  std::vector<Compiled*> compiled(n, nullptr);
+  const Lane* last = nullptr;
+  Compiled* vec = nullptr;
   std::vector<size_t> todo;
   for (size_t t = 0; t < n; ++t) {
     const Task& task = plan.tasks()[t];
     if (task.kind != TaskKind::Kernel) continue;
-    auto& vec = rt.kernels[lanes[task.lane]->stream.device];
-    if (vec.size() != n) vec.resize(n);
-    if (!vec[t]) todo.push_back(t);
+    const Lane* lane = lanes[task.lane];
+    if (lane != last) {
+      last = lane;
+      vec = &rt.kernels[lane->stream.device];
+      if (vec->size() != n) vec->resize(n);
+    }
+    compiled[t] = vec;
+    auto& k = (*vec)[t];
+    if (!k && task.binaries) k = task.binaries->find(lane->stream.device);
+    if (!k) todo.push_back(t);
   }
   auto build = [&](size_t t) {
     const Task& task = plan.tasks()[t];
     Lane& lane = *lanes[task.lane];
     try {
       auto compile = [&] { return lane.backend->compile(lane.stream.device.index, *task.kernel); };
-      rt.kernels.at(lane.stream.device)[t] =
+      (*compiled[t])[t] =
           task.binaries ? task.binaries->get(lane.stream.device, compile) : compile();
     } catch (...) {
       b.build_errors[t] = std::current_exception();
@@ -317,11 +359,8 @@ void compile_kernels(const Plan& plan, const std::vector<Lane*>& lanes, PlanRunt
       oneapi::tbb::parallel_for(size_t{0}, todo.size(), [&](size_t i) { build(todo[i]); });
     });
   }
-  for (size_t t = 0; t < n; ++t) {
-    const Task& task = plan.tasks()[t];
-    if (task.kind == TaskKind::Kernel && !b.build_errors[t])
-      b.kernels[t] = rt.kernels[lanes[task.lane]->stream.device][t].get();
-  }
+  for (size_t t = 0; t < n; ++t)
+    if (compiled[t] && !b.build_errors[t]) b.kernels[t] = (*compiled[t])[t].get();
 }
 
 // The binding of `plan` to these lanes, built on first use: lanes sorted for the order locks
@@ -477,8 +516,7 @@ namespace {
 // A plan's lanes resolved for one call, its binding, and what the caller's thread contributes
 // (cancel token, profiling), decided on the calling thread even when the plan runs elsewhere.
 struct Call {
-  std::vector<Lane*> lanes;
-  std::shared_ptr<const Binding> binding;
+  std::shared_ptr<const Binding> binding;  // its lanes are this call's, per plan lane
   std::shared_ptr<CancelToken> cancel;
   bool profiling = false;
 };
@@ -488,9 +526,10 @@ Call resolve_call(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
     throw_error("plan takes ", plan.inputs.size(), " inputs, got ", inputs.size());
   Call c;
   Stream caller = current_stream();
-  for (const LaneSpec& spec : plan.lanes())
-    c.lanes.push_back(&lane_for(resolve_lane(spec, caller)));
-  c.binding = binding_for(plan, c.lanes);
+  thread_local std::vector<Lane*> lanes;  // scratch: the binding keeps its own copy
+  lanes.clear();
+  for (const LaneSpec& spec : plan.lanes()) lanes.push_back(&lane_for(resolve_lane(spec, caller)));
+  c.binding = binding_for(plan, lanes);
   c.cancel = current_cancel_token();
   c.profiling = profile_active();
   return c;
@@ -499,7 +538,7 @@ Call resolve_call(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
 void setup_state(const Plan& plan, const Call& c, CallState& st,
                  const std::vector<std::shared_ptr<Buffer>>& inputs) {
   st.plan = &plan;
-  st.lanes = c.lanes;
+  st.lanes = c.binding->lanes;
   st.binding = c.binding.get();
   st.task_kernels = &c.binding->kernels;
   bind_buffers(plan, st, inputs);
@@ -583,6 +622,9 @@ RunResult run_call(const Plan& plan, const Call& c,
                  (ntasks <= options.direct_max_tasks || plan.critical_path() == ntasks));
   bool one_queue =
       options.path == RunOptions::Path::Auto && !binding.all_inline && binding.distinct.size() == 1;
+  // A plan on one host lane measures its runs: whether later ones run inline depends on it.
+  bool timed = binding.all_inline && binding.distinct.size() == 1;
+  int64_t t0 = timed ? profile_now_ns() : 0;
   if (direct) {
     for (int t : plan.order()) run_task_blocking(st, t);
   } else if (one_queue) {
@@ -592,6 +634,7 @@ RunResult run_call(const Plan& plan, const Call& c,
     g->run(st);
     release_graph(plan, binding.inline_lanes, std::move(g));
   }
+  if (timed) binding.run_ns.add(profile_now_ns() - t0);
   return collect(plan, st);
 }
 
@@ -618,23 +661,28 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
     cv_.wait(lock, [&] { return finished_; });
   }
 
-  // Host lane: the whole plan runs as one job of the lane's worker.
-  void submit_to_worker(std::vector<std::shared_ptr<Buffer>> inputs) {
+  // Host lane: the whole plan runs as one job of the lane's worker. Returns whether the worker's
+  // thread had to be started for it.
+  bool submit_to_worker(std::vector<std::shared_ptr<Buffer>> inputs) {
     Lane& lane = *call_.binding->distinct[0];
     worker_ = &lane.worker();
     auto self = shared_from_this();
-    ticket_ = worker_->submit([self, inputs = std::move(inputs)]() mutable {
-      RunResult r;
-      try {
-        // The inputs go before the results are published: a later call that finds them ready
-        // must not see this job's references (they would stop it donating those buffers).
-        auto in = std::move(inputs);
-        r = run_call(self->plan_, self->call_, in, RunOptions{});
-      } catch (...) {
-        r = failed_result(self->plan_, std::current_exception());
-      }
-      self->complete(std::move(r));
-    });
+    bool started = false;
+    ticket_ = worker_->submit(
+        [self, inputs = std::move(inputs)]() mutable {
+          RunResult r;
+          try {
+            // The inputs go before the results are published: a later call that finds them ready
+            // must not see this job's references (they would stop it donating those buffers).
+            auto in = std::move(inputs);
+            r = run_call(self->plan_, self->call_, in, RunOptions{});
+          } catch (...) {
+            r = failed_result(self->plan_, std::current_exception());
+          }
+          self->complete(std::move(r));
+        },
+        &started);
+    return started;
   }
 
   // Device queues (of one device) and possibly host lanes: every device task is enqueued now,
@@ -842,9 +890,21 @@ std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const v
     done(run_call(plan, c, inputs, RunOptions{}));
     return nullptr;
   }
+  // A small plan on an idle host lane runs here (executor/inline_policy.h): it takes less time
+  // than handing it off would cost, and there is nothing queued on the lane for it to overlap.
+  bool quiet = on_worker && b.distinct[0]->quiet();
+  if (quiet && run_inline(b.run_ns)) {
+    RunResult r = run_call(plan, c, inputs, RunOptions{});
+    inputs.clear();  // as a worker's job does: a later call may donate these buffers
+    done(std::move(r));
+    return nullptr;
+  }
+  int64_t t0 = quiet ? profile_now_ns() : 0;
   auto run = std::make_shared<AsyncRun>(plan, std::move(keep), std::move(c), std::move(done));
   if (on_worker) {
-    run->submit_to_worker(std::move(inputs));
+    // What handing off cost the caller, when the lane was idle (the case the rule decides).
+    if (!run->submit_to_worker(std::move(inputs)) && quiet)
+      handoff_cost().add(profile_now_ns() - t0);
   } else {
     try {
       run->enqueue_on_device(inputs);

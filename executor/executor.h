@@ -40,7 +40,8 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
 // enqueued now, completed by the device's event callbacks) or on a host lane's worker (which a
 // thread waiting for it helps). `done` gets the result exactly once, on whichever thread
 // completes the work, before the returned Pending counts as complete; `keep` keeps `plan` alive
-// until then. Plans over several lanes run now, on this thread, and return null after `done`.
+// until then. Plans over several lanes run now, on this thread, and return null after `done`;
+// so does a small plan on an idle host lane (executor/inline_policy.h says where the line is).
 // Submissions to one stream keep their order with each other and with execute(). Raises
 // kiln::Error, without calling `done`, where execute() raises before running anything; `inputs`
 // is then left as it was (a caller may rebuild arrays from it).

@@ -68,8 +68,9 @@ LaneWorker::~LaneWorker() {
   if (thread_.joinable()) thread_.join();
 }
 
-uint64_t LaneWorker::submit(std::function<void()> job) {
+uint64_t LaneWorker::submit(std::function<void()> job, bool* started_thread) {
   uint64_t ticket;
+  bool started = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(job));
@@ -79,9 +80,11 @@ uint64_t LaneWorker::submit(std::function<void()> job) {
       close_gate_at_exit();
       exited_ = false;
       thread_ = std::thread([this] { loop(); });
+      started = true;
     }
   }
   cv_.notify_all();
+  if (started_thread) *started_thread = started;
   return ticket;
 }
 

@@ -22,8 +22,9 @@ class LaneWorker {
   LaneWorker(const LaneWorker&) = delete;
   LaneWorker& operator=(const LaneWorker&) = delete;
 
-  // Queues `job` (it must not throw); returns its ticket.
-  uint64_t submit(std::function<void()> job);
+  // Queues `job` (it must not throw); returns its ticket. `started_thread`: set to whether this
+  // submission had to start the worker's thread (a cost far above a plain hand-off).
+  uint64_t submit(std::function<void()> job, bool* started_thread = nullptr);
   // Returns once the job with `ticket` has run, running queued jobs on this thread meanwhile.
   void wait(uint64_t ticket);
   // Returns once every job submitted so far has run.

@@ -54,6 +54,11 @@ void Lane::async_finished() {
   if (--outstanding_ == 0) async_cv_.notify_all();
 }
 
+bool Lane::quiet() {
+  std::lock_guard<std::mutex> lock(async_mu_);
+  return outstanding_ == 0;
+}
+
 void Lane::wait_async() {
   if (LaneWorker* w = worker_if_any()) w->drain();
   std::unique_lock<std::mutex> lock(async_mu_);

@@ -28,6 +28,7 @@ struct Lane {
   void async_started();
   void async_finished();
   void wait_async();  // until none is outstanding (helping the worker run its queue)
+  bool quiet();       // none is outstanding now
 
  private:
   std::mutex async_mu_;

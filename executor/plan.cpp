@@ -9,13 +9,16 @@
 
 namespace kiln {
 
+std::shared_ptr<const CompiledKernel> KernelBinaries::find(const Device& device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [d, k] : by_device_)
+    if (d == device) return k;
+  return nullptr;
+}
+
 std::shared_ptr<const CompiledKernel> KernelBinaries::get(const Device& device,
                                                           const Build& build) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [d, k] : by_device_)
-      if (d == device) return k;
-  }
+  if (auto k = find(device)) return k;
   std::shared_ptr<const CompiledKernel> k = build();  // outside the lock: compiling may be slow
   std::lock_guard<std::mutex> lock(mu_);
   by_device_.emplace_back(device, k);

@@ -46,6 +46,8 @@ class KernelBinaries {
  public:
   using Build = std::function<std::shared_ptr<const CompiledKernel>()>;
   std::shared_ptr<const CompiledKernel> get(const Device& device, const Build& build);
+  // The compiled form for `device` if there is one already; null otherwise.
+  std::shared_ptr<const CompiledKernel> find(const Device& device);
 
  private:
   std::mutex mu_;

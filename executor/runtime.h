@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "executor/inline_policy.h"
 
 namespace kiln {
 
@@ -24,6 +25,8 @@ struct Binding {
   bool all_inline = true;
   std::vector<const CompiledKernel*> kernels;    // per task
   std::vector<std::exception_ptr> build_errors;  // per task: why its kernel did not compile
+  // Plans on one host lane: how long a run takes (executor/inline_policy.h), measured per run.
+  mutable RunningNs run_ns;
 };
 
 struct PlanRuntime {

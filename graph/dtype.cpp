@@ -17,7 +17,7 @@ struct Traits {
   int digits, max_exp, min_exp;  // floats only
 };
 
-Traits traits(Dtype d) {
+constexpr Traits traits(Dtype d) {
   switch (d.kind) {
     case Dtype::Kind::Bool: return {1, "bool", 1, false, 0, 0, 0};
     case Dtype::Kind::Int8: return {1, "int8", 7, true, 0, 0, 0};
@@ -34,9 +34,17 @@ Traits traits(Dtype d) {
   return {0, "?", 0, false, 0, 0, 0};
 }
 
-}  // namespace
+// Dtype::size() (inline in the header) and the table above agree.
+constexpr bool sizes_agree() {
+  for (int k = 0; k <= static_cast<int>(Dtype::Kind::BFloat16); ++k) {
+    Dtype d(static_cast<Dtype::Kind>(k));
+    if (traits(d).size != d.size()) return false;
+  }
+  return true;
+}
+static_assert(sizes_agree(), "Dtype::size() disagrees with the dtype traits");
 
-size_t Dtype::size() const { return traits(*this).size; }
+}  // namespace
 
 std::string Dtype::name() const { return traits(*this).name; }
 

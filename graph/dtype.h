@@ -44,7 +44,12 @@ struct Dtype {
   constexpr bool operator==(const Dtype& o) const { return kind == o.kind; }
   constexpr bool operator!=(const Dtype& o) const { return kind != o.kind; }
 
-  size_t size() const;
+  // Bytes per element (0 for a kind outside the set); inline, as launches ask it per buffer.
+  constexpr size_t size() const {
+    constexpr uint8_t kBytes[] = {1, 4, 8, 4, 8, 1, 1, 4, 8, 2, 2};  // in Kind's order
+    auto k = static_cast<size_t>(kind);
+    return k < sizeof(kBytes) ? kBytes[k] : 0;
+  }
   std::string name() const;  // "float32"
   bool is_float() const {
     return kind == Kind::Float32 || kind == Kind::Float64 || kind == Kind::Float16 ||

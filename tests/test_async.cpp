@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "executor/cancel.h"
+#include "executor/inline_policy.h"
 #include "graph/array_node.h"
 #include "kiln.h"
 #include "test_backends.h"
@@ -220,6 +221,49 @@ TEST(Async, CpuErrorsReachTheWaitingCaller) {
   EXPECT_THROW(eval(out), Error);
   std::vector<Array> again = f({x});
   EXPECT_FLOAT_EQ(again[0].to_vector<float>()[3], iota(4)[3] * 2.0f + 1.0f);
+}
+
+// Small work on an idle cpu stream runs on the calling thread (executor/inline_policy.h): its
+// outputs are ready when the call returns, profiled on this thread, and its errors (here a
+// cancellation) reach eval as they do from the stream's worker.
+TEST(Async, SmallCallsOnAnIdleCpuStreamRunOnTheCallingThread) {
+  struct PolicyScope {
+    InlinePolicy old = set_inline_policy(InlinePolicy::Always);
+    ~PolicyScope() { set_inline_policy(old); }
+  } policy;
+  auto f = affine();
+  Array x = array(iota(64), {4, 16});
+  eval(x);
+  StreamScope scope(new_stream(device("cpu")));
+  std::vector<TaskEvent> events;
+  std::vector<Array> out;
+  {
+    ProfileScope prof;
+    eval(x * 3.0f);  // eager: runs on this thread, which the first event names
+    out = f({x});
+    EXPECT_TRUE(out[0].is_evaluated());
+    EXPECT_TRUE(out[1].is_evaluated());
+    events = prof.events();
+  }
+  ASSERT_GE(events.size(), 2u);
+  for (const TaskEvent& e : events) EXPECT_EQ(e.thread, events[0].thread) << e.name;
+  EXPECT_FLOAT_EQ(out[0].to_vector<float>()[5], iota(6)[5] * 2.0f + 1.0f);
+  auto token = std::make_shared<CancelToken>();
+  token->cancel("cancelled inline");
+  {
+    CancelScope cancel(token);
+    out = f({x});
+  }
+  try {
+    eval(out);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cancelled inline"), std::string::npos) << e.what();
+  }
+  std::vector<float> v = iota(64);
+  float row2 = 0;
+  for (int i = 32; i < 48; ++i) row2 += v[i];
+  EXPECT_NEAR(f({x})[1].to_vector<float>()[2], row2, 1e-4);  // the stream works after the error
 }
 
 TEST(Async, CpuCallsOnOneStreamKeepTheirOrderAndValues) {

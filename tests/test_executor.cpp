@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "executor/executor.h"
+#include "executor/inline_policy.h"
 #include "test_backends.h"
 #include "test_util.h"
 
@@ -235,4 +236,113 @@ TEST(Executor, CycleIsRejected) {
   p.add_task(std::move(a));
   p.add_task(std::move(b));
   test::expect_error([&] { p.finalize(); }, {"cycle"});
+}
+
+namespace {
+
+// Sets the inline policy for one test and puts the old one back.
+struct PolicyScope {
+  InlinePolicy old;
+  explicit PolicyScope(InlinePolicy p) : old(set_inline_policy(p)) {}
+  ~PolicyScope() { set_inline_policy(old); }
+};
+
+Plan one_host_task(Stream s, std::function<void()> body) {
+  Plan p;
+  Task t;
+  t.name = "host";
+  t.lane = p.add_lane({StreamOrigin::Explicit, s});
+  t.host = std::move(body);
+  p.add_task(std::move(t));
+  p.finalize();
+  return p;
+}
+
+}  // namespace
+
+// A plan on a host lane with nothing outstanding runs on the calling thread when the policy says
+// so: done() has run before execute_async returns, and no Pending is left to wait for.
+TEST(Executor, AnIdleHostLaneRunsASmallPlanOnTheCallingThread) {
+  PolicyScope policy(InlinePolicy::Always);
+  Stream s = new_stream(device("reference"));
+  std::thread::id ran_on;
+  Plan p = one_host_task(s, [&] { ran_on = std::this_thread::get_id(); });
+  bool done = false;
+  auto work = execute_async(p, nullptr, {}, [&](RunResult r) {
+    done = true;
+    EXPECT_TRUE(r.errors.empty());
+  });
+  EXPECT_EQ(work, nullptr);
+  EXPECT_TRUE(done);
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  // A failing task fails what depends on it, inline as on the worker; the lane stays usable.
+  Plan failing;
+  int l = failing.add_lane({StreamOrigin::Explicit, s});
+  Task a, b;
+  a.lane = b.lane = l;
+  a.host = [] { throw Error("the task failed on purpose"); };
+  bool b_ran = false;
+  b.host = [&] { b_ran = true; };
+  b.deps = {failing.add_task(std::move(a))};
+  failing.add_task(std::move(b));
+  failing.finalize();
+  EXPECT_EQ(execute_async(failing, nullptr, {}, [](RunResult) {}), nullptr);
+  EXPECT_FALSE(b_ran);
+  ran_on = {};
+  EXPECT_EQ(execute_async(p, nullptr, {}, [](RunResult) {}), nullptr);
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
+// A lane with a submission outstanding hands the next plan to its worker whatever the policy,
+// so the new plan runs after the one before it, never beside or ahead of it.
+TEST(Executor, AHostLaneWithWorkOutstandingKeepsSubmissionOrder) {
+  Stream s = new_stream(device("reference"));
+  std::atomic<bool> release{false}, first_started{false};
+  std::vector<int> order;
+  std::mutex mu;
+  auto note = [&](int i) {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(i);
+  };
+  Plan first = one_host_task(s, [&] {
+    first_started = true;
+    while (!release.load()) std::this_thread::yield();
+    note(1);
+  });
+  Plan second = one_host_task(s, [&] { note(2); });
+  std::shared_ptr<Pending> a, b;
+  {
+    PolicyScope policy(InlinePolicy::Never);
+    a = execute_async(first, nullptr, {}, [](RunResult) {});
+  }
+  ASSERT_NE(a, nullptr);
+  while (!first_started.load()) std::this_thread::yield();
+  {
+    PolicyScope policy(InlinePolicy::Always);
+    b = execute_async(second, nullptr, {}, [](RunResult) {});
+  }
+  EXPECT_NE(b, nullptr) << "ran inline while the lane was busy";
+  release = true;
+  b->wait();
+  a->wait();
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+}
+
+// The measured rule: a plan runs inline only once its runs are known to take no longer than a
+// hand-off. A plan that takes milliseconds is handed off on every call.
+TEST(Executor, TheMeasuredRuleHandsOffSlowPlans) {
+  RunningNs avg;
+  EXPECT_LT(avg.get(), 0);
+  avg.add(800);
+  EXPECT_EQ(avg.get(), 800);
+  for (int i = 0; i < 100; ++i) avg.add(1600);
+  EXPECT_NEAR(avg.get(), 1600, 10);
+  PolicyScope policy(InlinePolicy::Measured);
+  Stream s = new_stream(device("reference"));
+  Plan slow = one_host_task(s, [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+  for (int i = 0; i < 3; ++i) {
+    auto work = execute_async(slow, nullptr, {}, [](RunResult) {});
+    EXPECT_NE(work, nullptr) << "call " << i << " ran inline";
+    if (work) work->wait();
+  }
 }

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "graph/error.h"
 #include "graph/immortal.h"
@@ -14,7 +15,10 @@ namespace kiln::cpu {
 
 struct BufferPool::State {
   mutable std::mutex mu;
-  std::multimap<size_t, void*> free;  // capacity -> block
+  std::multimap<size_t, void*> free;  // capacity -> block, large blocks
+  // Small blocks, per capacity / 64 - 1, and their bytes (counted in stats.cached_bytes too).
+  std::vector<void*> small[BufferPool::kPooledMin / 64];
+  size_t small_bytes = 0;
   size_t max_cached;
   PoolStats stats;
   // Live bytes are counted for every block, small ones too, without the lock: atomics.
@@ -86,7 +90,19 @@ BufferPool::~BufferPool() { trim(); }
 
 BufferPool::Block BufferPool::take(size_t bytes) {
   size_t cap = capacity_for(bytes);
-  if (cap >= kPooledMin) {
+  if (cap < kPooledMin) {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    auto& kept = s_->small[cap / 64 - 1];
+    if (!kept.empty()) {
+      Block b{kept.back(), cap};
+      kept.pop_back();
+      s_->small_bytes -= cap;
+      s_->stats.cached_bytes -= cap;
+      ++s_->stats.reused;
+      s_->add_live(cap);
+      return b;
+    }
+  } else {
     std::lock_guard<std::mutex> lock(s_->mu);
     // The smallest kept block that fits without wasting more than half of it.
     auto it = s_->free.lower_bound(cap);
@@ -110,7 +126,16 @@ BufferPool::Block BufferPool::take(size_t bytes) {
 
 void BufferPool::give_back(Block b) {
   s_->live.fetch_sub(b.capacity, std::memory_order_relaxed);
-  if (b.capacity >= kPooledMin) {
+  if (b.capacity < kPooledMin) {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    if (s_->small_bytes + b.capacity <= kSmallCached &&
+        s_->stats.cached_bytes + b.capacity <= s_->max_cached) {
+      s_->small[b.capacity / 64 - 1].push_back(b.data);
+      s_->small_bytes += b.capacity;
+      s_->stats.cached_bytes += b.capacity;
+      return;
+    }
+  } else {
     std::lock_guard<std::mutex> lock(s_->mu);
     if (s_->stats.cached_bytes + b.capacity <= s_->max_cached) {
       s_->free.emplace(b.capacity, b.data);
@@ -140,6 +165,11 @@ void BufferPool::trim() {
   std::lock_guard<std::mutex> lock(s_->mu);
   for (auto& kv : s_->free) std::free(kv.second);
   s_->free.clear();
+  for (auto& kept : s_->small) {
+    for (void* p : kept) std::free(p);
+    kept.clear();
+  }
+  s_->small_bytes = 0;
   s_->stats.cached_bytes = 0;
 }
 

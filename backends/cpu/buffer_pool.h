@@ -1,7 +1,8 @@
 // Host memory for the cpu backend: 64-byte aligned blocks from a process-wide pool. Eager
 // evaluation allocates a temporary per op; fresh large allocations page-fault on first touch
 // (on this machine that made an unfused gelu ~700 ms instead of ~100 ms), so freed large blocks
-// are kept and handed out again. Small blocks go straight to the allocator.
+// are kept and handed out again. Freed small blocks are kept too, up to kSmallCached bytes: an
+// aligned allocation and its free cost more than a small kernel's launch.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +25,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
   // Blocks at least this large are pooled.
   static constexpr size_t kPooledMin = size_t{1} << 16;
+  // Smaller blocks are kept per size (64-byte steps) up to this many bytes in all.
+  static constexpr size_t kSmallCached = size_t{8} << 20;
 
   static std::shared_ptr<BufferPool> instance();
   explicit BufferPool(size_t max_cached_bytes);
