@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 namespace kiln {
 
@@ -723,6 +724,37 @@ const char* int_range(Dtype d) {
 
 }  // namespace
 
+namespace {
+
+// The constant for a C++ scalar operand. A loop that combines arrays with one scalar
+// (`y = y + 1.0f`) makes one constant node per thread, not one per op: the last one this thread
+// made is reused while its dtype, bits and stream match (a constant is an evaluated leaf; sharing
+// it changes no value). Not while tracing or in a transform, whose recorded graphs keep what they
+// make as they made it.
+Array scalar_operand(const Scalar& v) {
+  if (is_tracing() || in_transform()) return scalar_constant(v);
+  unsigned char raw[8] = {};
+  scalar::store(raw, v.dtype, 0, {v.f, v.i});
+  ResolvedStream rs = resolve_stream({});
+  struct Last {
+    std::optional<Array> array;
+    unsigned char raw[8] = {};
+  };
+  thread_local Last last;
+  if (last.array) {
+    const ArrayNode& n = *last.array->node();
+    if (n.dtype == v.dtype && n.stream.origin == rs.origin && n.stream.stream == rs.stream &&
+        std::memcmp(last.raw, raw, sizeof raw) == 0)
+      return *last.array;
+  }
+  Array a = array_from_bytes(raw, v.dtype.size(), {}, v.dtype, {});
+  last.array = a;
+  std::memcpy(last.raw, raw, sizeof raw);
+  return a;
+}
+
+}  // namespace
+
 Array weak_scalar(Scalar v, const Array& like) {
   Dtype d = like.dtype();
   if (v.dtype.is_float() && !d.is_float()) {
@@ -734,7 +766,7 @@ Array weak_scalar(Scalar v, const Array& like) {
                 " holds ", int_range(d), "); widen the array with astype, or pass the scalar as ",
                 "an array to promote");
   }
-  return scalar_constant(v.cast(d));
+  return scalar_operand(v.cast(d));
 }
 
 Array weak_scalar(double v, bool is_float, const Array& like) {

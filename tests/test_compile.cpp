@@ -500,7 +500,10 @@ TEST(Passes, SimplifyGraph) {
   Array x = make_array({4}, float32, Op::Placeholder, {}, {},
                        ResolvedStream{default_stream(ref()), StreamOrigin::Default});
   PassStats st;
-  Array a = x * 2.0f, b = x * 2.0f;  // CSE
+  // CSE. Two constants of equal value, made as separate nodes (an eager loop's repeated C++
+  // scalar would share one node: graph/ops.cpp's scalar_operand).
+  auto two = [] { return scalar_constant(Scalar::of(2.0f), default_stream(ref())); };
+  Array a = x * two(), b = x * two();
   auto out = simplify({a + b}, {x}, &st);
   EXPECT_EQ(st.cse, 2);  // the constant 2 and the product
   EXPECT_TRUE(out[0].node()->inputs[0].same(out[0].node()->inputs[1]));

@@ -12,6 +12,7 @@
 
 #include "backends/cpu/jit.h"
 #include "backends/extension.h"
+#include "graph/array_node.h"
 #include "kiln.h"
 #include "test_util.h"
 
@@ -64,6 +65,32 @@ TEST(Values, EagerScalarOperandsReuseOneKernel) {
   eval(x);
   int64_t n = compiles_after_first([&](int i, Device d) { return x * (0.5f + i); });
   EXPECT_EQ(n, 0);
+}
+
+// A C++ scalar operand repeated in an eager loop is one constant node on a thread, not one per
+// op; another value, dtype or stream is another constant, and every result is right.
+TEST(Values, RepeatedScalarOperandsShareOneConstant) {
+  Array x = arange(0, 8, 1, float32), y = arange(8, 16, 1, float32);
+  auto constant = [](const Array& a) { return a.node()->inputs.at(1).node(); };
+  Array a = x + 1.0f, b = y + 1.0f, c = y + 2.0f, d = arange(0, 8, 1, int32) + 1;
+  EXPECT_EQ(constant(a), constant(b));
+  EXPECT_NE(constant(b), constant(c));
+  EXPECT_NE(constant(c), constant(d));  // int32 1, not float32 2
+  Array e = x + 0.0f, f = x - 0.0f, g = x + (-0.0f);
+  EXPECT_NE(constant(e), constant(g));  // -0 and +0 differ in their bits
+  Array h = [&] {
+    StreamScope scope(new_stream(device("cpu")));
+    return x + 2.0f;
+  }();
+  EXPECT_NE(constant(c), constant(h));
+  Array z = zeros({}, float32);
+  for (int i = 0; i < 100; ++i) z = z + 1.0f;
+  EXPECT_EQ(z.item<float>(), 100.0f);
+  EXPECT_EQ(b.to_vector<float>()[7], 16.0f);
+  EXPECT_EQ(c.to_vector<float>()[0], 10.0f);
+  EXPECT_EQ(d.to_vector<int32_t>()[3], 4);
+  EXPECT_EQ(h.to_vector<float>()[1], 3.0f);
+  EXPECT_EQ(f.to_vector<float>()[2], 2.0f);
 }
 
 TEST(Values, FullFillValuesReuseOneKernel) {
