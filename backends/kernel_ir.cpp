@@ -170,8 +170,13 @@ void Kernel::validate() const {
         if (static_cast<int>(v.map.strides.size()) != n) fail("index map rank is not the domain's");
         break;
       case ValueKind::Unary:
-      case ValueKind::Cast:
-      case ValueKind::Random: need(v.a); break;
+      case ValueKind::Cast: need(v.a); break;
+      case ValueKind::Random:
+        need(v.a);
+        if (v.b >= 0 && body[v.b].dtype != uint64) fail("a random key value is not uint64");
+        if (v.dist == RandomDist::Bits && v.dtype != uint64) fail("random bits are not uint64");
+        if (v.dist != RandomDist::Bits && !v.dtype.is_float()) fail("a random draw is not float");
+        break;
       case ValueKind::Binary: need(v.a), need(v.b); break;
       case ValueKind::Select: need(v.a), need(v.b), need(v.c); break;
       case ValueKind::Reduce:
@@ -338,8 +343,10 @@ std::string Kernel::str() const {
       case ValueKind::Select: os << "select v" << v.a << " v" << v.b << " v" << v.c; break;
       case ValueKind::Cast: os << "cast v" << v.a; break;
       case ValueKind::Random:
-        os << (v.dist == RandomDist::Uniform ? "uniform" : "normal") << " key ";
-        if (v.param >= 0)
+        os << op_name(v.dist) << " key ";
+        if (v.b >= 0)
+          os << "v" << v.b;
+        else if (v.param >= 0)
           os << "p" << v.param;
         else
           os << v.key;

@@ -73,7 +73,8 @@ enum class ValueKind : uint8_t {
   Binary,    // binary(a, b)
   Select,    // a ? b : c
   Cast,      // a converted to dtype
-  Random,    // counter-based random value of `dist` from counter a (int64) and `key`
+  Random,    // counter-based random value of `dist` from counter a (int64) and the key: value
+             // b (uint64) when b >= 0, else `key` or params[param]
   Reduce,    // Kernel::reduce->op of a over the reduced axes (int64 position for argmax)
 };
 

@@ -87,11 +87,15 @@ Value read_value(TextReader& r) {
     v.kind = ValueKind::Cast, v.a = read_ref(r, "v");
   } else if (op == "reduce") {
     v.kind = ValueKind::Reduce, v.a = read_ref(r, "v");
-  } else if (op == "uniform" || op == "normal") {
+  } else if (op == "uniform" || op == "normal" || op == "bits") {
     v.kind = ValueKind::Random;
-    v.dist = op == "uniform" ? RandomDist::Uniform : RandomDist::Normal;
+    v.dist = op == "uniform"  ? RandomDist::Uniform
+             : op == "normal" ? RandomDist::Normal
+                              : RandomDist::Bits;
     r.expect("key ");
-    if (r.accept("p"))
+    if (r.accept("v"))
+      v.b = read_ref(r, "");
+    else if (r.accept("p"))
       v.param = static_cast<int32_t>(r.integer());
     else
       v.key = r.unsigned_integer();

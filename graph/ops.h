@@ -155,6 +155,8 @@ Array logsumexp(const Array& a, int axis, bool keepdims = false, StreamOrDevice 
 // log(1 + x) and exp(x) - 1, accurate near 0 (Goldberg's and Kahan's corrections).
 Array log1p(const Array& a, StreamOrDevice s = {});
 Array expm1(const Array& a, StreamOrDevice s = {});
+// The inverse of erf on (-1, 1) (+-inf at +-1, NaN outside), as MLX's erfinv.
+Array erfinv(const Array& a, StreamOrDevice s = {});
 Array clip(const Array& a, const Array& low, const Array& high, StreamOrDevice s = {});
 Array clip(const Array& a, double low, double high, StreamOrDevice s = {});
 Array sign(const Array& a, StreamOrDevice s = {});   // -1, 0 or 1 (NaN stays NaN)

@@ -53,12 +53,17 @@ const char* op_name(ReduceOp op) {
   return names[static_cast<int>(op)];
 }
 
+const char* op_name(RandomDist dist) {
+  static const char* names[] = {"uniform", "normal", "bits"};
+  return names[static_cast<int>(dist)];
+}
+
 std::string primitive_name(Op op, const Params& p) {
   switch (op) {
     case Op::Unary: return op_name(p.unary);
     case Op::Binary: return op_name(p.binary);
     case Op::Reduce: return op_name(p.reduce);
-    case Op::Random: return p.dist == RandomDist::Uniform ? "uniform" : "normal";
+    case Op::Random: return op_name(p.dist);
     default: return op_name(op);
   }
 }

@@ -58,7 +58,8 @@ enum class BinaryOp : uint8_t {
 inline constexpr int kNumUnaryOps = static_cast<int>(UnaryOp::BitwiseInvert) + 1;
 inline constexpr int kNumBinaryOps = static_cast<int>(BinaryOp::RightShift) + 1;
 enum class ReduceOp : uint8_t { Sum, Max, Min, Prod, Argmax };
-enum class RandomDist : uint8_t { Uniform, Normal };
+// Uniform [0, 1) and standard normal floats, and the raw 64 bits (uint64: keys from split).
+enum class RandomDist : uint8_t { Uniform, Normal, Bits };
 // How a reshape was asked for; shapeless compile re-derives the shape from it for new inputs.
 enum class ReshapeKind : uint8_t { Explicit, Flatten, Squeeze, ExpandDims };
 
@@ -67,7 +68,8 @@ enum class Op : uint8_t {
   Placeholder,  // a traced input of a compiled function; never has data
   Full,         // every element = params.value
   Arange,       // element i = params.value + i * params.step (along the only axis)
-  Random,       // counter-based: uniform [0, 1) or standard normal, from params.key
+  Random,       // counter-based draw of params.dist: its key is inputs[0] (a 0-d uint64
+                // array) when it has an input, else params.key
   Unary,        // params.unary on inputs[0] (inputs broadcast to the node's shape)
   Binary,       // params.binary on inputs[0], inputs[1]
   Select,       // inputs[0] ? inputs[1] : inputs[2]
@@ -103,6 +105,7 @@ const char* op_name(Op op);
 const char* op_name(UnaryOp op);
 const char* op_name(BinaryOp op);
 const char* op_name(ReduceOp op);
+const char* op_name(RandomDist dist);  // "uniform", "normal", "bits"
 // Name of a node for profiles and text: "exp", "add", "sum", "reshape".
 std::string primitive_name(Op op, const Params& p);
 

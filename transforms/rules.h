@@ -40,7 +40,8 @@ extern const TransformRules kReduceTransforms, kCountTransforms;
 extern const TransformRules kReshapeTransforms, kTransposeTransforms, kBroadcastTransforms,
     kSliceTransforms, kConcatenateTransforms;
 extern const TransformRules kMatmulTransforms;
-extern const TransformRules kSourceTransforms;  // Constant, Placeholder, Full, Arange, Random
+extern const TransformRules kSourceTransforms;  // Constant, Placeholder, Full, Arange
+extern const TransformRules kRandomTransforms;
 
 // Helpers the transform rules share (transforms/rules/common.cpp).
 namespace rule {

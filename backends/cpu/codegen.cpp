@@ -647,7 +647,8 @@ class Codegen {
 
   llvm::Value* random(const Value& v, llvm::Value* counter, Dtype cd) {
     llvm::Value* c = cast(counter, cd, int64);
-    llvm::Value* key = v.param >= 0 ? params_[v.param] : b_.getInt64(v.key);
+    llvm::Value* key = v.b >= 0 ? vals_[v.b] : v.param >= 0 ? params_[v.param] : b_.getInt64(v.key);
+    if (v.dist == RandomDist::Bits) return bits(key, c);
     if (v.dist == RandomDist::Uniform) return unit(bits(key, c), v.dtype);
     llvm::Value* c2 = b_.CreateShl(c, 1);
     Dtype ud = random::normal_compute_dtype(v.dtype);

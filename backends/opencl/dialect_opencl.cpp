@@ -297,9 +297,11 @@ std::string OpenclDialect::cast(const Value& val) {
 }
 
 std::string OpenclDialect::random(const Value& val) {
-  std::string key =
-      val.param >= 0 ? "(ulong)p" + std::to_string(val.param) : "0x" + hex(val.key) + "UL";
+  std::string key = val.b >= 0       ? "(ulong)" + name(val.b)
+                    : val.param >= 0 ? "(ulong)p" + std::to_string(val.param)
+                                     : "0x" + hex(val.key) + "UL";
   std::string c = "(ulong)" + name(val.a);
+  if (val.dist == RandomDist::Bits) return "kiln_bits(" + key + ", " + c + ")";
   auto unit = [&](const std::string& counter, Dtype d) -> std::string {
     std::string bits = "kiln_bits(" + key + ", " + counter + ")";
     if (d == float64) return "((double)(" + bits + " >> 11) * 0x1.0p-53)";

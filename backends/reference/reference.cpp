@@ -23,6 +23,10 @@ Val random_value(const Value& v, uint64_t key, int64_t counter) {
   Dtype ud = v.dist == RandomDist::Uniform ? v.dtype : random::normal_compute_dtype(v.dtype);
   Val r;
   uint64_t c = static_cast<uint64_t>(counter);
+  if (v.dist == RandomDist::Bits) {
+    r.i = static_cast<int64_t>(random::bits(key, c));
+    return r;
+  }
   if (v.dist == RandomDist::Uniform) {
     r.f = random::unit_from_bits(random::bits(key, c), ud);
   } else {
@@ -168,10 +172,13 @@ class Interpreter {
           break;
         case ValueKind::Select: out = vals_[v.a].i ? vals_[v.b] : vals_[v.c]; break;
         case ValueKind::Cast: out = scalar::cast(vals_[v.a], k_.body[v.a].dtype, v.dtype); break;
-        case ValueKind::Random:
-          out = random_value(v, v.param >= 0 ? static_cast<uint64_t>(args_.params[v.param]) : v.key,
-                             vals_[v.a].i);
+        case ValueKind::Random: {
+          uint64_t key = v.b >= 0       ? static_cast<uint64_t>(vals_[v.b].i)
+                         : v.param >= 0 ? static_cast<uint64_t>(args_.params[v.param])
+                                        : v.key;
+          out = random_value(v, key, vals_[v.a].i);
           break;
+        }
         case ValueKind::Reduce: break;  // computed by reduce_point
       }
     }

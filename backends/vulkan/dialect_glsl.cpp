@@ -414,9 +414,11 @@ std::string GlslDialect::floor_div_rem(bool rem, Dtype d, const std::string& a,
 }
 
 std::string GlslDialect::random(const Value& val) {
-  std::string key =
-      val.param >= 0 ? "uint64_t(" + param_value(int64, val.param) + ")" : hex_u64(val.key);
+  std::string key = val.b >= 0       ? "uint64_t(" + name(val.b) + ")"
+                    : val.param >= 0 ? "uint64_t(" + param_value(int64, val.param) + ")"
+                                     : hex_u64(val.key);
   std::string c = "uint64_t(" + name(val.a) + ")";
+  if (val.dist == RandomDist::Bits) return "k_bits(" + key + ", " + c + ")";
   Dtype d = val.dtype;
   int p = d == float64 ? 53 : d == float16 ? 11 : d == bfloat16 ? 8 : 24;
   auto unit_d = [&](const std::string& bits, int digits) {

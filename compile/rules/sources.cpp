@@ -1,5 +1,6 @@
 // Compile rules of the primitives without inputs: constants, placeholders, fills, aranges and
 // random draws.
+#include "compile/fusion_plan.h"
 #include "compile/rules.h"
 
 namespace kiln {
@@ -39,7 +40,9 @@ std::vector<int64_t> arange_launch(const ArrayNode& n) {
   return {launch_word(n.params.step_value), launch_word(n.params.value)};
 }
 
-// Counter-based: the bits of (key, row-major index); the key is a launch scalar.
+// Counter-based: the bits of (key, row-major index). The key is a launch scalar, or the value
+// of the key input (a 0-d uint64 array: loaded, or a launch scalar when it is a host constant),
+// which a traced key (compile's captured random state) needs.
 int random_emit(EmitContext& cx, const ArrayNode& n) {
   Value idx;
   idx.kind = ValueKind::Index, idx.dtype = int64;
@@ -47,12 +50,18 @@ int random_emit(EmitContext& cx, const ArrayNode& n) {
   Value val;
   val.dtype = n.dtype;
   val.kind = ValueKind::Random, val.dist = n.params.dist;
-  val.param = cx.launch_param(static_cast<int64_t>(n.params.key));
+  if (n.inputs.empty())
+    val.param = cx.launch_param(static_cast<int64_t>(n.params.key));
+  else
+    val.b = cx.input(0);
   val.a = cx.add(idx);
   return cx.add(val);
 }
 std::vector<int64_t> random_launch(const ArrayNode& n) {
-  return {static_cast<int64_t>(n.params.key)};
+  if (n.inputs.empty()) return {static_cast<int64_t>(n.params.key)};
+  std::optional<Scalar> key = host_scalar(*n.inputs[0].node());  // as the default rule
+  if (key) return {launch_word(*key)};
+  return {};
 }
 
 Shape own_shape(const ArrayNode& n, const std::vector<Array>&) { return n.shape; }
@@ -78,7 +87,7 @@ const PrimitiveRules kArangeRules{.shape = own_shape,
 const PrimitiveRules kRandomRules{.shape = own_shape,
                                   .any_rank = true,
                                   .fuses_inline = true,
-                                  .input_view = rule::no_view,
+                                  .input_view = rule::broadcast_view,  // the 0-d key
                                   .emit = random_emit,
                                   .launch_values = random_launch};
 

@@ -20,9 +20,9 @@ const TransformRules& transform_rules(Op op) {
     case Op::Slice: return kSliceTransforms;
     case Op::Concatenate: return kConcatenateTransforms;
     case Op::Matmul: return kMatmulTransforms;
+    case Op::Random: return kRandomTransforms;
     case Op::Full:
     case Op::Arange:
-    case Op::Random:
     case Op::Constant:
     case Op::Placeholder: return kSourceTransforms;
   }
