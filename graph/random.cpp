@@ -44,6 +44,7 @@ Array raw_draw(RandomDist dist, const Shape& shape, Dtype dtype, const KeyArg& k
 
 Array draw(RandomDist dist, const Shape& shape, Dtype dtype, const KeyArg& k,
            const StreamOrDevice& s, const char* op) {
+  checked_nbytes(shape, dtype, op);  // a made-up dtype or an unaddressable size first
   if (!dtype.is_float())
     throw_error(op, ": dtype ", dtype,
                 " is not valid (random draws need a float dtype: float16, bfloat16, float32, "

@@ -37,6 +37,7 @@ Array scalar(double v, Dtype d, const StreamOrDevice& s) {
 Array randint(const Array& low, const Array& high, const Shape& shape, Dtype dtype, KeyArg key,
               StreamOrDevice s) {
   const char* op = "random::randint";
+  check_dtype(dtype, op);
   if (!dtype.is_int())
     throw_error(op, ": dtype ", dtype,
                 " is not valid (an integer dtype: int8, int32, int64, uint8, uint32, uint64)");
@@ -78,6 +79,7 @@ Array bernoulli(double p, const Shape& shape, KeyArg key, StreamOrDevice s) {
 Array truncated_normal(const Array& lower, const Array& upper, std::optional<Shape> shape,
                        Dtype dtype, KeyArg key, StreamOrDevice s) {
   const char* op = "random::truncated_normal";
+  check_dtype(dtype, op);
   if (!dtype.is_float())
     throw_error(op, ": dtype ", dtype,
                 " is not valid (a float dtype: float16, bfloat16, float32, float64)");
