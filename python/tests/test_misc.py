@@ -26,6 +26,48 @@ def test_random_is_reproducible_and_in_range():
     assert k1.item() != k2.item()
 
 
+def test_random_state_captured_by_compile_advances_and_reseeds():
+    @mx.compile
+    def fixed():
+        return mx.random.uniform(shape=(8,))
+
+    stateful = mx.compile(lambda: mx.random.uniform(shape=(8,)), inputs=mx.random.state,
+                          outputs=mx.random.state)
+    a, b = stateful(), stateful()
+    assert a.tolist() != b.tolist()  # the captured key advanced between calls
+    mx.random.seed(42)
+    c = stateful()
+    mx.random.seed(42)
+    d = stateful()
+    assert c.tolist() == d.tolist() and stateful.cache_size == 1
+    assert fixed().tolist() == fixed().tolist()  # not captured: the key is a constant
+
+
+def test_random_distributions():
+    mx.random.seed(0)
+    r = np.array(mx.random.randint(3, 9, (10000,)))
+    assert r.dtype == np.int32 and r.min() == 3 and r.max() == 8
+    b = np.array(mx.random.bernoulli(0.25, (20000,)))
+    assert b.dtype == np.bool_ and abs(b.mean() - 0.25) < 0.02
+    t = np.array(mx.random.truncated_normal(-1.0, 0.5, (20000,)))
+    assert t.min() >= -1.0 and t.max() <= 0.5
+    logits = mx.log(mx.array([0.1, 0.2, 0.7]))
+    c = np.array(mx.random.categorical(logits, num_samples=20000))
+    assert c.shape == (20000,) and abs((c == 2).mean() - 0.7) < 0.02
+    k = mx.random.key(5)
+    assert mx.random.bits((4,), key=k).tolist() == mx.random.bits((4,), key=k).tolist()
+    u = np.array(mx.random.uniform(mx.array([0.0, 10.0]), mx.array([1.0, 20.0]), (1000, 2)))
+    assert u[:, 1].min() >= 10 and u[:, 0].max() < 1
+
+
+def test_the_same_key_draws_the_same_numbers_on_every_device(device):
+    k = mx.random.key(11)
+    want = mx.random.normal((64,), key=k).tolist()
+    with mx.stream(device):
+        got = mx.random.normal((64,), key=k)
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-5, atol=1e-6)
+
+
 def test_eval_and_async_eval_take_pytrees():
     tree = {"a": mx.ones((2,)) + 1, "b": [mx.zeros((1,)) - 1, 3]}
     mx.async_eval(tree)
