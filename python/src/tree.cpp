@@ -108,16 +108,40 @@ Flat flatten(nb::handle tree, Leaves leaves, const char* what) {
   return f;
 }
 
+namespace {
+bool same_kind(nb::handle a, nb::handle b) {
+  return (nb::isinstance<nb::dict>(a) && nb::isinstance<nb::dict>(b)) ||
+         (nb::isinstance<nb::list>(a) && nb::isinstance<nb::list>(b)) ||
+         (nb::isinstance<nb::tuple>(a) && nb::isinstance<nb::tuple>(b) && nb::len(a) == nb::len(b));
+}
+}  // namespace
+
+// Containers present in both keep their identity (the user's nested dicts and lists, and lists
+// like kiln.random.state that other code holds): they are updated in place, recursively.
 void replace_contents(nb::handle tree, nb::handle like) {
   if (nb::isinstance<nb::dict>(tree) && nb::isinstance<nb::dict>(like)) {
-    nb::dict d = nb::borrow<nb::dict>(tree);
-    d.clear();
-    for (auto [k, v] : nb::borrow<nb::dict>(like)) d[k] = v;
+    nb::dict d = nb::borrow<nb::dict>(tree), l = nb::borrow<nb::dict>(like);
+    for (nb::handle k : nb::list(d.keys()))
+      if (!l.contains(k)) PyDict_DelItem(d.ptr(), k.ptr());
+    for (auto [k, v] : l) {
+      if (d.contains(k) && same_kind(d[k], v))
+        replace_contents(d[k], v);
+      else
+        d[k] = v;
+    }
   } else if (nb::isinstance<nb::list>(tree) && nb::isinstance<nb::list>(like)) {
-    nb::list l = nb::borrow<nb::list>(tree);
-    PyList_SetSlice(l.ptr(), 0, PY_SSIZE_T_MAX, like.ptr());
-  } else if (nb::isinstance<nb::tuple>(tree) && nb::isinstance<nb::tuple>(like) &&
-             nb::len(tree) == nb::len(like)) {
+    nb::list t = nb::borrow<nb::list>(tree), l = nb::borrow<nb::list>(like);
+    if (t.size() != l.size()) {
+      PyList_SetSlice(t.ptr(), 0, PY_SSIZE_T_MAX, l.ptr());
+      return;
+    }
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (same_kind(t[i], l[i]))
+        replace_contents(t[i], l[i]);
+      else
+        t[i] = l[i];
+    }
+  } else if (same_kind(tree, like)) {  // tuples: their mutable children
     for (size_t i = 0; i < nb::len(tree); ++i) replace_contents(tree[i], like[i]);
   }
 }

@@ -178,3 +178,18 @@ def test_a_compiled_function_is_collected_with_its_cache_even_in_a_cycle():
     ref = make()
     gc.collect()
     assert ref() is None
+
+
+def test_nested_captured_containers_keep_their_identity():
+    counter = {"v": mx.array(0.0)}
+    state = [counter, mx.random.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def step():
+        counter["v"] = counter["v"] + 1.0
+        return mx.random.uniform(shape=(2,))
+
+    draws = [step().tolist() for _ in range(3)]
+    assert counter["v"].item() == 3.0 and state[0] is counter and state[1] is mx.random.state
+    assert draws[0] != draws[1]
+    mx.eval(mx.random.uniform(shape=(2,)))  # the global state holds a real key again
