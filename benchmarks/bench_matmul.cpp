@@ -15,7 +15,6 @@
 //     is never needed to build or run this; Kiln's numbers print either way.
 //   build/benchmarks/bench_matmul [--rounds N] [--python PATH] [--no-peers] [--mlp-only]
 #include <cblas.h>
-#include <immintrin.h>
 #include <sys/wait.h>
 #include <tbb/info.h>
 #include <time.h>
@@ -40,6 +39,7 @@
 #include "backends/extension.h"
 #include "jax_peer.h"
 #include "kiln.h"
+#include "tools/bench/fma_peak.h"
 
 namespace {
 
@@ -53,93 +53,11 @@ double seconds_since(Clock::time_point t0) {
 
 // ---- 1. peak -----------------------------------------------------------------------------------
 
-// Twelve independent FMA chains hide the FMA latency (4 cycles x 2 pipes needs >= 8 in flight);
-// named variables rather than an array keep them in registers.
-#define KILN_FMA12(FMA)                                                                 \
-  for (long i = 0; i < iters; ++i) {                                                    \
-    a0 = FMA(a0, x, y), a1 = FMA(a1, x, y), a2 = FMA(a2, x, y), a3 = FMA(a3, x, y);     \
-    a4 = FMA(a4, x, y), a5 = FMA(a5, x, y), a6 = FMA(a6, x, y), a7 = FMA(a7, x, y);     \
-    a8 = FMA(a8, x, y), a9 = FMA(a9, x, y), a10 = FMA(a10, x, y), a11 = FMA(a11, x, y); \
-  }
-
-#define KILN_FMA_BODY(V, SET, FMA, ADD, SUM)                                                   \
-  V a0 = SET(1), a1 = SET(2), a2 = SET(3), a3 = SET(4), a4 = SET(5), a5 = SET(6), a6 = SET(7); \
-  V a7 = SET(8), a8 = SET(9), a9 = SET(10), a10 = SET(11), a11 = SET(12);                      \
-  V x = SET(0.9999), y = SET(1e-7);                                                            \
-  KILN_FMA12(FMA)                                                                              \
-  V s = ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7)));                     \
-  s = ADD(s, ADD(ADD(a8, a9), ADD(a10, a11)));                                                 \
-  return SUM(s);
-
-// GCC 12 calls the deliberately undefined vector inside its own _mm512_reduce_add_* (from
-// _mm256_undefined_pd) uninitialised once inlined here (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-__attribute__((target("avx512f"), noinline)) double fma512_f32(long iters) {
-  KILN_FMA_BODY(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, _mm512_reduce_add_ps)
-}
-__attribute__((target("avx512f"), noinline)) double fma512_f64(long iters) {
-  KILN_FMA_BODY(__m512d, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd, _mm512_reduce_add_pd)
-}
-#pragma GCC diagnostic pop
-#define KILN_FIRST_LANE(v) static_cast<double>((v)[0])
-__attribute__((target("avx2,fma"), noinline)) double fma256_f32(long iters) {
-  KILN_FMA_BODY(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, KILN_FIRST_LANE)
-}
-__attribute__((target("avx2,fma"), noinline)) double fma256_f64(long iters) {
-  KILN_FMA_BODY(__m256d, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd, KILN_FIRST_LANE)
-}
-
-struct PeakKernel {
-  double (*fn)(long);
-  int lanes;  // elements per vector
-  const char* isa;
-};
-
-PeakKernel peak_kernel(bool f64) {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f"))
-    return f64 ? PeakKernel{fma512_f64, 8, "AVX-512"} : PeakKernel{fma512_f32, 16, "AVX-512"};
-  return f64 ? PeakKernel{fma256_f64, 4, "AVX2"} : PeakKernel{fma256_f32, 8, "AVX2"};
-}
-
-// The machine is shared: other tenants take cores for milliseconds at a time. Peak loops are
-// short (~2 ms) and repeated many times, and the fastest trial counts: some trials run
-// undisturbed.
-constexpr int kPeakTrials = 40;
-
-// GFLOP/s of `threads` threads each running the FMA loop; fastest of kPeakTrials.
-double fma_gflops(const PeakKernel& k, int threads) {
-  const long iters = 500'000;
-  double best = 1e30;
-  for (int r = 0; r < kPeakTrials; ++r) {
-    std::vector<std::thread> pool;
-    auto t0 = Clock::now();
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&] {
-        volatile double sink = k.fn(iters);
-        (void)sink;
-      });
-    for (auto& t : pool) t.join();
-    best = std::min(best, seconds_since(t0));
-  }
-  return 12.0 * 2 * k.lanes * iters * threads / best / 1e9;
-}
-
-// GHz the core ran at: a chain of dependent 64-bit imuls (latency 3 cycles on current x86).
-double clock_ghz() {
-  const long n = 2'000'000;
-  double best = 1e30;
-  for (int r = 0; r < kPeakTrials; ++r) {
-    long x = 3, left = n;
-    auto t0 = Clock::now();
-    asm volatile(
-        "1:\n imul %0, %0\n imul %0, %0\n imul %0, %0\n imul %0, %0\n sub $4, %1\n jnz 1b\n"
-        : "+r"(x), "+r"(left));
-    best = std::min(best, seconds_since(t0));
-  }
-  return 3.0 * n / best / 1e9;
-}
+// The peak loop and the clock are tools/bench/fma_peak.h's, the routine `kiln bench` measures its
+// compute bound with: the two reports agree on what the machine can do.
+using bench::clock_ghz;
+using bench::fma_gflops;
+using bench::fma_kernel;
 
 struct Peak {
   double ghz = 0;
@@ -150,11 +68,10 @@ Peak measure_peak(int threads) {
   Peak p;
   p.ghz = clock_ghz();
   std::printf("\n== 1. peak (register-blocked FMA loop, %s; clock from dependent imuls)\n",
-              peak_kernel(false).isa);
+              fma_kernel(false).isa);
   for (bool f64 : {false, true}) {
-    PeakKernel k = peak_kernel(f64);
     for (int t : {1, threads}) {
-      double g = fma_gflops(k, t);
+      double g = fma_gflops(f64, t);
       std::string key = std::string(f64 ? "f64 " : "f32 ") + std::to_string(t) + "t";
       p.gflops[key] = g;
       std::printf("%s peak %3d thread%s: %7.1f GFLOP/s  (%5.1f flop/cycle/core at %.2f GHz)\n",

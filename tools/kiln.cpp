@@ -266,9 +266,9 @@ int cmd_bench(const BenchArgs& a) {
     std::fprintf(stderr, "peers: NumPy, JAX, MLX through %s...\n", a.python.c_str());
     kb::run_peers(cases, a.python, opt.seconds_per_case > 0 ? opt.seconds_per_case : 0.25, rep);
   }
-  std::printf("%s, %d threads; copy %.1f GB/s, float32 FMA peak %.0f GFLOP/s (measured now)\n",
+  std::printf("%s, %d threads; copy %.1f GB/s, float32 FMA peak %.0f GFLOP/s (%s, measured now)\n",
               rep.machine.cpu.c_str(), rep.machine.threads, rep.machine.copy_gbps,
-              rep.machine.peak_gflops_f32);
+              rep.machine.peak_gflops_f32, rep.machine.peak_isa.c_str());
   std::printf("%-34s %-13s %-9s %11s %11s %8s\n", "case", "device", "mode", "median", "min",
               "bound");
   for (const kb::Result& r : rep.results) {

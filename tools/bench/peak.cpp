@@ -1,7 +1,6 @@
 // The bounds `kiln bench` compares with, measured in the same run: the copy bandwidth of this
 // machine (a parallel copy far larger than the caches, bytes read plus written) and its float32
-// FMA peak (independent vector multiply-adds on every thread). Built with -O3 -march=native so
-// the FMA loop uses the widest vectors the machine has.
+// FMA peak (fma_peak.h: the loop benchmarks/bench_matmul.cpp measures, on every thread).
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -10,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "tools/bench/fma_peak.h"
 #include "tools/bench/suite.h"
 
 namespace kiln::bench {
@@ -17,7 +17,6 @@ namespace kiln::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-typedef float vfloat __attribute__((vector_size(64)));
 
 int hardware_threads() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -56,27 +55,6 @@ double copy_gbps(size_t bytes, int threads) {
   return 2.0 * bytes / best / 1e9;
 }
 
-volatile float g_sink;
-
-double fma_gflops(int threads) {
-  const long iters = 20'000'000;
-  constexpr int kAcc = 12;  // independent chains: enough to cover the FMA latency
-  auto body = [&](int) {
-    volatile float va = 0.999999f, vb = 1e-7f;
-    vfloat a = va - vfloat{}, b = vb - vfloat{}, acc[kAcc];
-    for (int k = 0; k < kAcc; ++k) acc[k] = vfloat{} + float(k);
-    for (long i = 0; i < iters; ++i)
-      for (int k = 0; k < kAcc; ++k) acc[k] = acc[k] * a + b;
-    float s = 0;
-    for (int k = 0; k < kAcc; ++k) s += acc[k][0];
-    g_sink = s;
-  };
-  double best = 1e30;
-  for (int rep = 0; rep < 3; ++rep) best = std::min(best, on_every_thread(threads, body));
-  double flops = 2.0 * (sizeof(vfloat) / sizeof(float)) * kAcc * double(iters) * threads;
-  return flops / best / 1e9;
-}
-
 }  // namespace
 
 double copy_gbps_at(double bytes, int threads) {
@@ -88,7 +66,8 @@ Machine measure_machine() {
   m.cpu = cpu_name();
   m.threads = hardware_threads();
   m.copy_gbps = copy_gbps(size_t(512) << 20, m.threads);
-  m.peak_gflops_f32 = fma_gflops(m.threads);
+  m.peak_gflops_f32 = fma_gflops(false, m.threads);
+  m.peak_isa = fma_kernel(false).isa;
   return m;
 }
 

@@ -231,11 +231,16 @@ Bars speedup_chart(const Grid& g, const std::vector<std::string>& devices) {
 
 std::string table(const Grid& g) {
   std::ostringstream o;
-  o << "<table><tr><th>case</th>";
+  o << "<table><tr><th>case</th><th>bound used</th>";
   for (const auto& s : g.series) o << "<th>" << esc(s) << "</th>";
   o << "</tr>";
   for (const auto& row : g.rows) {
-    o << "<tr><td>" << esc(row) << "</td>";
+    // Every record of a case carries the same note; the row shows the first one's.
+    std::string note;
+    for (const auto& s : g.series)
+      if (auto it = g.at.find({row, s}); it != g.at.end() && note.empty())
+        note = it->second->bound_note;
+    o << "<tr><td>" << esc(row) << "</td><td class='note'>" << esc(note) << "</td>";
     for (const auto& s : g.series) {
       auto it = g.at.find({row, s});
       if (it == g.at.end()) {
@@ -304,7 +309,8 @@ void write_json(const Report& rep, const std::string& path) {
   j["machine"] = {{"cpu", rep.machine.cpu},
                   {"threads", rep.machine.threads},
                   {"copy_gbps", rep.machine.copy_gbps},
-                  {"peak_gflops_f32", rep.machine.peak_gflops_f32}};
+                  {"peak_gflops_f32", rep.machine.peak_gflops_f32},
+                  {"peak_isa", rep.machine.peak_isa}};
   j["devices"] = rep.devices;
   j["results"] = json::array();
   for (const Result& r : rep.results) {
@@ -320,7 +326,8 @@ void write_json(const Report& rep, const std::string& path) {
               {"gflops", r.gflops},
               {"bound", bound_name(r.bound)},
               {"bound_value", r.bound_value},
-              {"fraction_of_bound", r.fraction}};
+              {"fraction_of_bound", r.fraction},
+              {"bound_note", r.bound_note}};
     if (r.tasks) x["tasks"] = r.tasks;
     if (!r.error.empty()) x["error"] = r.error;
     j["results"].push_back(x);
@@ -346,24 +353,28 @@ void write_html(const Report& rep, const std::string& path) {
        "h1{font-size:22px;margin-bottom:4px}h2{font-size:17px;margin-top:28px}"
        ".meta{color:#555}table{border-collapse:collapse;font-size:12px;margin-top:8px}"
        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;vertical-align:top}"
-       "td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}"
+       "td:first-child,th:first-child,td.note{text-align:left}td.note{max-width:220px}"
+       "th{background:#f3f3f3}"
        "small{color:#666}.err{color:#b00}.na{color:#aaa}svg{display:block;margin:12px 0}"
        "</style></head><body>";
   o << "<h1>kiln bench — " << esc(rep.suite) << " suite</h1><div class='meta'>" << esc(rep.date)
     << " · " << esc(rep.machine.cpu) << ", " << rep.machine.threads << " threads · copy bandwidth "
     << fmt("%.1f GB/s", rep.machine.copy_gbps) << " · float32 FMA peak "
-    << fmt("%.0f GFLOP/s", rep.machine.peak_gflops_f32)
-    << " (both measured in this run) · devices: ";
+    << fmt("%.0f GFLOP/s", rep.machine.peak_gflops_f32) << " (" << esc(rep.machine.peak_isa)
+    << " FMA loop on every thread; both measured in this run) · devices: ";
   for (size_t i = 0; i < rep.devices.size(); ++i) o << (i ? ", " : "") << esc(rep.devices[i]);
   o << "</div>";
   o << "<p>Each case ran eager (one kernel per primitive) and compiled "
        "(<code>kiln::compile</code>, "
        "fused) on every device; times are medians of repeated calls including evaluation. The "
        "bound of a memory-bound case is a parallel copy moving the same number of bytes (so data "
-       "that fits in the caches is held to the caches' speed); of a matmul case, its flops at the "
-       "FMA peak; latency cases (dispatch, first call, DAG shapes) have none. Above 100% means "
-       "faster than that copy (a reduction reads its bytes and writes almost nothing, and reads "
-       "are cheaper than writes). Hover a bar for its series.</p>";
+       "that fits in the caches is held to the caches' speed); of a matmul case, its matmul flops "
+       "at the FMA peak (twelve independent vector multiply-add chains on every thread, the "
+       "widest vectors the CPU has; the fastest of 40 trials), which no case can pass; latency "
+       "cases (dispatch, first call, DAG shapes) and random draws (their arithmetic is the limit, "
+       "and it is not measured) have none. The table's second column states each case's bound. "
+       "Above 100% of a copy means faster than that copy (a reduction reads its bytes and writes "
+       "almost nothing, and reads are cheaper than writes). Hover a bar for its series.</p>";
   o << svg(time_chart(g)) << svg(bound_chart(g)) << svg(speedup_chart(g, rep.devices));
   o << "<h2>Device comparison</h2>" << table(g) << peers_section(rep);
   o << "</body></html>\n";

@@ -25,6 +25,9 @@ struct Case {
   double bytes = 0;   // what a perfect implementation reads and writes per call
   double flops = 0;
   Bound bound = Bound::Bandwidth;
+  // Which bound the report uses and what it leaves out, for people (JSON and HTML); empty: the
+  // plain words for `bound` (bound_note()).
+  std::string bound_note;
   bool eager = true, compiled = true;
   std::function<std::vector<Array>(const Device&)> inputs;  // evaluated, on the device
   Fn fn;
@@ -43,6 +46,7 @@ struct Result {
   Bound bound = Bound::None;
   double fraction = 0;     // of the bound, from the median
   double bound_value = 0;  // GB/s (copy of the case's bytes) or GFLOP/s (FMA peak)
+  std::string bound_note;  // the case's, or the plain words for its bound
   int tasks = 0;
   std::string error;  // set when the case raised on this device
 };
@@ -51,7 +55,8 @@ struct Machine {
   std::string cpu;
   int threads = 0;
   double copy_gbps = 0;        // measured: parallel copy of 256 MB
-  double peak_gflops_f32 = 0;  // measured: FMA loop on every thread
+  double peak_gflops_f32 = 0;  // measured: FMA loop on every thread (fma_peak.h)
+  std::string peak_isa;        // the vectors that loop used: "AVX-512", "AVX2", "SSE2"
 };
 
 struct Options {
@@ -72,5 +77,7 @@ std::vector<Result> run(
     const std::function<void(size_t done, size_t total, const std::string& what)>& progress);
 
 const char* bound_name(Bound b);
+// What the report says about a case's bound: its own note, or the plain words for its kind.
+std::string bound_note(const Case& c);
 
 }  // namespace kiln::bench
