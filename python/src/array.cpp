@@ -156,7 +156,8 @@ void init_dtypes(nb::module_& m) {
 }
 
 void init_array(nb::module_& m) {
-  nb::class_<Array> cls(m, "array", nb::is_weak_referenceable());
+  nb::class_<Array> cls(m, "array", nb::is_weak_referenceable(),
+                        nb::type_slots(array_buffer_slots));
   cls.def(
       "__init__",
       [](Array* self, nb::handle val, nb::handle dtype) {

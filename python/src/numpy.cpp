@@ -112,7 +112,82 @@ bool is_numpy_bfloat16(nb::handle obj) {
   return nb::hasattr(dt, "name") && nb::str(dt.attr("name")).equal(nb::str("bfloat16"));
 }
 
+// PEP 3118 format codes; bfloat16 has none (NumPy then falls back to __array__).
+const char* buffer_format(Dtype d) {
+  switch (d.kind) {
+    case Dtype::Kind::Bool: return "?";
+    case Dtype::Kind::Int8: return "b";
+    case Dtype::Kind::Int32: return "i";
+    case Dtype::Kind::Int64: return "q";
+    case Dtype::Kind::UInt8: return "B";
+    case Dtype::Kind::UInt32: return "I";
+    case Dtype::Kind::UInt64: return "Q";
+    case Dtype::Kind::Float16: return "e";
+    case Dtype::Kind::Float32: return "f";
+    case Dtype::Kind::Float64: return "d";
+    case Dtype::Kind::BFloat16: return nullptr;
+  }
+  return nullptr;
+}
+
+// What a buffer view needs to outlive the call: its shape and strides.
+struct BufferInfo {
+  std::vector<Py_ssize_t> shape, strides;
+};
+
+int get_buffer(PyObject* self, Py_buffer* view, int flags) {
+  view->obj = nullptr;
+  try {
+    if (flags & PyBUF_WRITABLE)
+      throw std::runtime_error("kiln arrays are immutable: their buffers are read-only");
+    const Array& a = *nb::inst_ptr<Array>(self);
+    const char* format = buffer_format(a.dtype());
+    if (!format)
+      throw std::runtime_error("bfloat16 has no buffer format (np.asarray uses __array__)");
+    wait_for({a});
+    std::shared_ptr<Buffer> buf = array_buffer(a);
+    if (!buf->host_ptr() && a.nbytes())
+      throw std::runtime_error("the array lives on " + a.device().str() +
+                               ", not in host memory; np.array(a) copies it out");
+    auto info = std::make_unique<BufferInfo>();
+    Py_ssize_t stride = static_cast<Py_ssize_t>(a.dtype().size());
+    info->shape.assign(a.shape().begin(), a.shape().end());
+    info->strides.resize(info->shape.size());
+    for (size_t i = info->shape.size(); i-- > 0;) {
+      info->strides[i] = stride;
+      stride *= info->shape[i];
+    }
+    // The view holds a reference to the array (view->obj), whose evaluated buffer never changes.
+    view->buf = buf->host_ptr();
+    Py_INCREF(self);
+    view->obj = self;
+    view->len = static_cast<Py_ssize_t>(a.nbytes());
+    view->readonly = 1;
+    view->itemsize = static_cast<Py_ssize_t>(a.dtype().size());
+    view->format = (flags & PyBUF_FORMAT) ? const_cast<char*>(format) : nullptr;
+    view->ndim = a.ndim();
+    view->shape = (flags & PyBUF_ND) ? info->shape.data() : nullptr;
+    view->strides = (flags & PyBUF_STRIDES) ? info->strides.data() : nullptr;
+    view->suboffsets = nullptr;
+    view->internal = info.release();
+    return 0;
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_BufferError, e.what());
+  }
+  return -1;
+}
+
+void release_buffer(PyObject*, Py_buffer* view) {
+  std::unique_ptr<BufferInfo>(static_cast<BufferInfo*>(view->internal));
+}
+
 }  // namespace
+
+PyType_Slot array_buffer_slots[] = {{Py_bf_getbuffer, reinterpret_cast<void*>(get_buffer)},
+                                    {Py_bf_releasebuffer, reinterpret_cast<void*>(release_buffer)},
+                                    {0, nullptr}};
 
 std::optional<Array> from_array_like(nb::handle obj) {
   if (is_numpy_bfloat16(obj)) {  // ml_dtypes' bfloat16: its bits as uint16, read as bfloat16

@@ -16,5 +16,8 @@ nb::object to_numpy(const Array& a, bool copy);
 // Waits for `a` to be evaluated with the GIL released, raising KeyboardInterrupt (after
 // cancelling the work) when Ctrl-C arrives meanwhile. Rethrows evaluation errors.
 void wait_for(const std::vector<Array>& arrays);
+// The buffer protocol of kiln.array (memoryview(a), np.asarray(a)): a read-only view of an
+// evaluated host buffer.
+extern PyType_Slot array_buffer_slots[];
 
 }  // namespace kiln::py

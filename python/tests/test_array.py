@@ -52,6 +52,16 @@ def test_asarray_is_a_read_only_view_without_copy():
     assert w[0] == 5
 
 
+def test_buffer_protocol_is_a_read_only_view():
+    a = mx.array([[1, 2], [3, 4]], dtype=mx.int64) * 2
+    m = memoryview(a)
+    assert m.readonly and m.format == "q" and m.shape == (2, 2) and m.tolist() == [[2, 4], [6, 8]]
+    np.testing.assert_array_equal(np.frombuffer(a, dtype=np.int64), [2, 4, 6, 8])
+    with pytest.raises(BufferError):
+        memoryview(mx.array([1.0], mx.bfloat16))
+    assert np.asarray(mx.array([1.5], mx.bfloat16)).dtype == ml_dtypes.bfloat16  # via __array__
+
+
 def test_dlpack_round_trip():
     a = mx.array(np.arange(6, dtype=np.float32).reshape(2, 3))
     assert a.__dlpack_device__() == (1, 0)
