@@ -61,6 +61,26 @@ struct MatmulArgs {
   Buffer* c = nullptr;
 };
 
+// A native primitive (Op::Sort, Argsort, Scan, Gather, ScatterAdd; graph/primitives.h) over
+// row-major contiguous buffers. The input is viewed as (outer, n, inner) and the op works along
+// n, independently for each (outer, inner) pair; gathers and scatters read or write m places
+// along it, at indices that are int64, counted from the end when negative and clamped to
+// [0, n - 1] (the op layer's documented rule). Buffers, bound per call:
+//   Sort, Argsort: {in, out}; Scan: {in, out}, both (outer, n, inner);
+//   Gather: {a (outer, n, inner), indices, out (outer, m, inner)};
+//   ScatterAdd: {a (outer, n, inner), indices, updates (outer, m, inner), out like a}.
+// indices are (m) shared by every row when `shared_index`, else (outer, m, inner).
+// `dtype` is the data's (in, a, out; Argsort's out is int64).
+struct NativeArgs {
+  Op op = Op::Sort;
+  Dtype dtype = float32;
+  int64_t outer = 1, n = 0, inner = 1, m = 0;
+  ScanOp scan = ScanOp::Sum;
+  bool descending = false, reverse = false, inclusive = true, shared_index = false;
+  std::vector<Buffer*> buffers;
+  int64_t out_elements() const { return outer * inner * (op == Op::Gather ? m : n); }
+};
+
 // One ordered lane of work on one device: work runs in submission order, and work enqueued
 // after other work sees its results (an in-order queue), so the executor may enqueue a chain of
 // tasks on one queue without waiting between them.
@@ -75,6 +95,9 @@ class Queue {
   // (a cpu lane) to a queue of the source device, so no host thread blocks on the transfer.
   virtual EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) = 0;
   virtual EventPtr enqueue_matmul(const MatmulArgs& args) = 0;
+  // A native primitive; a backend without it raises kiln::Error naming the op (never runs it
+  // elsewhere).
+  virtual EventPtr enqueue_native(const NativeArgs& args);
   virtual void finish() = 0;  // waits for all enqueued work
   // Device-side ordering between lanes: whether enqueue_wait accepts events of other queues on
   // the same device and of this queue's signals (create_signal), and the call itself, which

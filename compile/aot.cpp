@@ -177,6 +177,10 @@ CostAnalysis Lowered::cost_analysis() const {
     } else if (t.kind == TaskKind::Copy) {
       ++d.copies;
       read = written = plan.slots()[t.slots[1]].bytes();
+    } else if (t.kind == TaskKind::Native) {
+      ++d.library_calls;
+      for (size_t b = 0; b < t.slots.size(); ++b)
+        (t.writes(b) ? written : read) += plan.slots()[t.slots[b]].bytes();
     } else if (t.kind == TaskKind::Matmul) {
       ++d.library_calls;
       const MatmulArgs& m = t.matmul;

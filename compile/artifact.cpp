@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "backends/kernel_text.h"
+#include "backends/native.h"
 #include "compile/aot_state.h"
 #include "graph/array_node.h"
 #include "graph/error.h"
@@ -255,6 +256,43 @@ std::vector<uint8_t> read_hex(TextReader& r, size_t bytes) {
   return out;
 }
 
+// A native primitive's arguments: "OP DTYPE outer O n N inner I m M scan S descending B
+// reverse B inclusive B shared B" (the words native_text writes).
+NativeArgs read_native(TextReader& r) {
+  NativeArgs a;
+  r.expect(" ");
+  std::string op = r.word();
+  bool found = false;
+  for (Op o : {Op::Sort, Op::Argsort, Op::Scan, Op::Gather, Op::ScatterAdd})
+    if (op == op_name(o)) a.op = o, found = true;
+  if (!found) r.fail("a native primitive: sort, argsort, scan, gather or scatter_add");
+  r.expect(" ");
+  a.dtype = read_dtype(r);
+  auto extent = [&](const char* name) {
+    r.expect(name);
+    int64_t v = r.integer();
+    if (v < 0 || v > kMaxElements) r.fail(std::string("a native extent between 0 and 2^40"));
+    return v;
+  };
+  a.outer = extent(" outer "), a.n = extent(" n "), a.inner = extent(" inner "),
+  a.m = extent(" m ");
+  r.expect(" scan ");
+  std::string scan = r.word();
+  found = false;
+  for (ScanOp s : {ScanOp::Sum, ScanOp::Prod, ScanOp::Max, ScanOp::Min, ScanOp::LogAddExp})
+    if (scan == op_name(s)) a.scan = s, found = true;
+  if (!found) r.fail("a scan: cumsum, cumprod, cummax, cummin or logcumsumexp");
+  auto flag = [&](const char* name) {
+    r.expect(name);
+    int64_t v = r.integer();
+    if (v != 0 && v != 1) r.fail("a flag of 0 or 1");
+    return v == 1;
+  };
+  a.descending = flag(" descending "), a.reverse = flag(" reverse ");
+  a.inclusive = flag(" inclusive "), a.shared_index = flag(" shared ");
+  return a;
+}
+
 // The "artifact:" section; fills task kinds, params, matmul shapes; returns the constants.
 std::vector<Array> read_extra(TextReader& r, Parsed& p, std::vector<Kernel>& kernels) {
   r.expect("artifact:");
@@ -306,8 +344,11 @@ std::vector<Array> read_extra(TextReader& r, Parsed& p, std::vector<Kernel>& ker
       r.expect(" b "), m.b_offsets = read_list(r);
       r.expect(" c "), m.c_offsets = read_list(r);
       if (task.slots.size() != 3) r.fail("a matmul with 3 slots");
+    } else if (kind == "native") {
+      task.kind = TaskKind::Native;
+      task.native = read_native(r);
     } else {
-      r.fail("a task kind: copy, kernel or matmul");
+      r.fail("a task kind: copy, kernel, matmul or native");
     }
     r.expect_end_of_line();
     r.next_line();
@@ -347,6 +388,23 @@ void check_plan(TextReader& r, const Parsed& p) {
       for (size_t b = 0; b < t.slots.size(); ++b)
         if (p.slots[t.slots[b]].dtype != t.kernel->buffers[b].dtype)
           r.fail("kernel " + t.kernel->name + " buffers of their slots' dtypes");
+    if (t.kind == TaskKind::Native) {
+      const NativeArgs& a = t.native;
+      std::vector<size_t> bytes;
+      for (int s : t.slots) bytes.push_back(p.slots[s].bytes());
+      NativeArgs sized = a;
+      sized.buffers.assign(t.slots.size(), nullptr);
+      try {
+        check_native_args(sized, bytes);
+      } catch (const Error& e) {
+        r.fail(std::string("native operands inside their slots (") + e.what() + ")");
+      }
+      bool indexed = a.op == Op::Gather || a.op == Op::ScatterAdd;
+      for (size_t b = 0; b < t.slots.size(); ++b) {
+        Dtype want = indexed && b == 1 ? int64 : (a.op == Op::Argsort && b == 1 ? int64 : a.dtype);
+        if (p.slots[t.slots[b]].dtype != want) r.fail("native operands of their slots' dtypes");
+      }
+    }
     if (t.kind == TaskKind::Matmul) {
       const MatmulArgs& m = t.matmul;
       size_t batches = m.c_offsets.size();
@@ -410,6 +468,14 @@ std::string artifact_text(const AotState& s) {
         os << "matmul " << m.dtype << " m " << m.m << " n " << m.n << " k " << m.k << " a "
            << paren_list(m.a_offsets) << " b " << paren_list(m.b_offsets) << " c "
            << paren_list(m.c_offsets);
+        break;
+      }
+      case TaskKind::Native: {
+        const NativeArgs& a = task.native;
+        os << "native " << op_name(a.op) << " " << a.dtype << " outer " << a.outer << " n " << a.n
+           << " inner " << a.inner << " m " << a.m << " scan " << op_name(a.scan) << " descending "
+           << a.descending << " reverse " << a.reverse << " inclusive " << a.inclusive << " shared "
+           << a.shared_index;
         break;
       }
       case TaskKind::Host:

@@ -14,8 +14,8 @@ std::vector<FusedStep> order_steps(std::vector<FusedStep> steps) {
   std::unordered_map<const ArrayNode*, std::vector<size_t>> writers;
   auto written = [](const FusedStep& s) {
     std::vector<const ArrayNode*> w;
-    if (s.matmul)
-      w.push_back(s.matmul);
+    if (s.library)
+      w.push_back(s.library);
     else
       for (size_t b = 0; b < s.buffers.size(); ++b)
         if (s.kernel->buffers[b].output) w.push_back(s.buffers[b]);
@@ -23,8 +23,8 @@ std::vector<FusedStep> order_steps(std::vector<FusedStep> steps) {
   };
   auto read = [](const FusedStep& s) {
     std::vector<const ArrayNode*> r;
-    if (s.matmul) {
-      for (const Array& in : s.matmul->inputs) r.push_back(in.node().get());
+    if (s.library) {
+      for (const Array& in : s.library->inputs) r.push_back(in.node().get());
     } else {
       for (size_t b = 0; b < s.buffers.size(); ++b)
         if (!s.kernel->buffers[b].output) r.push_back(s.buffers[b]);
@@ -79,9 +79,9 @@ std::vector<FusedStep> fuse(const std::vector<Array>& order, const std::vector<A
   std::vector<FusedStep> steps;
   steps.reserve(plan.groups.size());
   for (const FusionGroup& g : plan.groups) {
-    if (g.kind == FusionGroup::Kind::Matmul) {
+    if (g.kind == FusionGroup::Kind::Library) {
       FusedStep s;
-      s.matmul = s.lane_node = g.roots[0];
+      s.library = s.lane_node = g.roots[0];
       steps.push_back(std::move(s));
     } else if (g.kind == FusionGroup::Kind::Primitive) {
       steps.push_back(primitive_step(g, plan, is_leaf));

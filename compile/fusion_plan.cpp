@@ -50,7 +50,7 @@ class RegionWalk {
         break;
       }
       case FusionGroup::Kind::Reduction: reduction(*g.reduce, root); break;
-      case FusionGroup::Kind::Matmul:
+      case FusionGroup::Kind::Library:
       case FusionGroup::Kind::Primitive: break;  // reads stored inputs only
     }
     return std::move(needs_);
@@ -186,8 +186,8 @@ class Planner {
       if (n->op == Op::Concatenate) {
         for (size_t i = 0; i < n->inputs.size(); ++i)
           plan.groups.push_back({FusionGroup::Kind::Concatenate, {n}, nullptr, i});
-      } else if (n->op == Op::Matmul) {
-        plan.groups.push_back({FusionGroup::Kind::Matmul, {n}});
+      } else if (n->op == Op::Matmul || is_native(n->op)) {
+        plan.groups.push_back({FusionGroup::Kind::Library, {n}});
       } else if (opts_.runtime_dims) {  // shapeless: kernels keyed by structure with Dims
         plan.groups.push_back(n->op == Op::Reduce
                                   ? FusionGroup{FusionGroup::Kind::Reduction, {n}, n}
@@ -207,12 +207,12 @@ class Planner {
       const ArrayNode& n = *a.node();
       if (leaf(n) || inlined_count(n)) continue;
       if (outputs_.count(&n)) pinned_.insert(&n);
-      if (n.op == Op::Reduce || n.op == Op::Matmul || n.op == Op::Concatenate)
-        own_kernel_.insert(&n);
+      bool library = n.op == Op::Matmul || is_native(n.op);
+      if (n.op == Op::Reduce || library || n.op == Op::Concatenate) own_kernel_.insert(&n);
       for (const Array& in : n.inputs) {
         const ArrayNode& c = *in.node();
         if (leaf(c)) continue;
-        if (n.op == Op::Matmul || !same_lane_(c, n) || (n.op == Op::Reshape && !affine_reshape(n)))
+        if (library || !same_lane_(c, n) || (n.op == Op::Reshape && !affine_reshape(n)))
           pinned_.insert(&c);
       }
     }
@@ -271,7 +271,7 @@ class Planner {
 
   std::vector<FusionGroup> groups_for(const ArrayNode* n, const NodeSet& done) {
     using Kind = FusionGroup::Kind;
-    if (n->op == Op::Matmul) return {{Kind::Matmul, {n}}};
+    if (n->op == Op::Matmul || is_native(n->op)) return {{Kind::Library, {n}}};
     if (n->op == Op::Concatenate) {
       std::vector<FusionGroup> pieces;
       for (size_t i = 0; i < n->inputs.size(); ++i)

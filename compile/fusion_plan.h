@@ -31,7 +31,7 @@ struct FusionGroup {
     Elementwise,  // roots: element-wise nodes of one shape computed in one pass
     Reduction,    // roots[0] ends the epilogue of `reduce` (roots[0] == reduce without one)
     Concatenate,  // input `piece` of roots[0] stored at its offset
-    Matmul,       // roots[0], through the backend's library call
+    Library,      // roots[0] (matmul or a native primitive), through the backend's library call
     Primitive,    // fusion off: roots[0] alone, its kernel shared by structure (eager_kernels.h)
   };
   Kind kind = Kind::Elementwise;

@@ -267,9 +267,9 @@ FusedStep emit_kernel(const FusionGroup& g, const NodeSet& materialized, const L
     case FusionGroup::Kind::Concatenate: return e.concatenate_piece(root, g.piece);
     case FusionGroup::Kind::Primitive:
       return root.op == Op::Reduce ? e.reduction(root, root) : e.elementwise({&root});
-    case FusionGroup::Kind::Matmul: break;
+    case FusionGroup::Kind::Library: break;
   }
-  throw Error("internal: emit_kernel called for a matmul (a library call, not a kernel)");
+  throw Error("internal: emit_kernel called for a library call (matmul or a native primitive)");
 }
 
 }  // namespace kiln

@@ -8,7 +8,7 @@
 
 namespace kiln {
 
-// The kernel step of group `g` (not a Matmul group: those are library calls).
+// The kernel step of group `g` (not a Library group: those are library calls).
 FusedStep emit_kernel(const FusionGroup& g, const NodeSet& materialized, const LeafFn& is_leaf,
                       bool runtime_dims);
 

@@ -158,8 +158,16 @@ class Lowering {
     Task t;
     t.lane = lane;
     std::vector<const ArrayNode*> written;
-    if (step.matmul) {
-      const ArrayNode& n = *step.matmul;
+    if (step.library && is_native(step.library->op)) {
+      const ArrayNode& n = *step.library;
+      t.kind = TaskKind::Native;
+      t.name = primitive_name(n.op, n.params);
+      for (const Array& in : n.inputs) t.slots.push_back(read(in.node().get(), lane, t.deps));
+      t.slots.push_back(slot_for(n));
+      t.native = native_args(n);
+      written.push_back(&n);
+    } else if (step.library) {
+      const ArrayNode& n = *step.library;
       t.kind = TaskKind::Matmul;
       t.name = "matmul";
       t.slots = {read(n.inputs[0].node().get(), lane, t.deps),
@@ -185,6 +193,28 @@ class Lowering {
     }
     int task = result_.plan.add_task(std::move(t));
     for (const ArrayNode* n : written) info_.at(n).producers.push_back(task);
+  }
+
+  // The extents of a native primitive: its input as (outer, n, inner) around the axis.
+  static NativeArgs native_args(const ArrayNode& node) {
+    NativeArgs a;
+    const Shape& in = node.inputs[0].shape();
+    int ax = node.params.axes.at(0);
+    a.op = node.op;
+    a.dtype = node.inputs[0].dtype();
+    a.n = in[ax];
+    for (int d = 0; d < ax; ++d) a.outer *= in[d];
+    for (size_t d = ax + 1; d < in.size(); ++d) a.inner *= in[d];
+    a.scan = node.params.scan;
+    a.descending = node.params.descending;
+    a.reverse = node.params.reverse;
+    a.inclusive = node.params.inclusive;
+    if (node.op == Op::Gather || node.op == Op::ScatterAdd) {
+      const Array& idx = node.inputs[1];
+      a.m = node.op == Op::Gather ? node.shape[ax] : node.inputs[2].shape()[ax];
+      a.shared_index = idx.ndim() == 1;
+    }
+    return a;
   }
 
   // Batch offsets of a matmul (NumPy batch broadcasting resolved into per-batch offsets).

@@ -71,7 +71,8 @@ extern const PrimitiveRules kReduceRules, kCountRules;
 extern const PrimitiveRules kReshapeRules, kTransposeRules, kBroadcastRules, kSliceRules,
     kConcatenateRules;
 extern const PrimitiveRules kMatmulRules;
-extern const PrimitiveRules kSourceRules;  // Constant, Placeholder
+extern const PrimitiveRules kNativeRules, kGatherRules;  // Sort, Argsort, Scan, ScatterAdd; Gather
+extern const PrimitiveRules kSourceRules;                // Constant, Placeholder
 extern const PrimitiveRules kFullRules, kArangeRules, kRandomRules;
 
 // Helpers the rules share (compile/rules/common.cpp).

@@ -148,6 +148,12 @@ EventPtr start_task(CallState& st, int t) {
         args.c = st.buffers[task.slots[2]].get();
         return st.lanes[task.lane]->queue->enqueue_matmul(args);
       }
+      case TaskKind::Native: {
+        NativeArgs args = task.native;
+        args.buffers.clear();
+        for (int s : task.slots) args.buffers.push_back(st.buffers[s].get());
+        return st.lanes[task.lane]->queue->enqueue_native(args);
+      }
     }
   } catch (...) {
     record_error(st, t, std::current_exception());

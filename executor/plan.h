@@ -1,7 +1,7 @@
 // Plan: the task DAG that one evaluation or one compiled function lowers to. Tasks are kernels,
-// copies, library calls (matmul) or host callbacks; slots are the buffers they read and write;
-// lanes are symbolic streams that are resolved to real streams at each call. A Plan is immutable
-// once finalized and may be run by many threads at once.
+// copies, library calls (matmul, native primitives) or host callbacks; slots are the buffers they
+// read and write; lanes are symbolic streams that are resolved to real streams at each call. A Plan
+// is immutable once finalized and may be run by many threads at once.
 #pragma once
 
 #include <functional>
@@ -37,7 +37,7 @@ struct Slot {
   size_t bytes() const { return static_cast<size_t>(elements) * dtype.size(); }
 };
 
-enum class TaskKind { Kernel, Copy, Matmul, Host };
+enum class TaskKind { Kernel, Copy, Matmul, Native, Host };
 
 // The compiled forms of one Kernel, per device, shared by every plan that runs it: eager kernels
 // are cached by structure (compile/eager_kernels.h), so a new eager plan skips the backend's
@@ -63,12 +63,14 @@ struct Task {
   std::shared_ptr<KernelBinaries> binaries;  // optional: compiled forms shared across plans
   std::vector<int64_t> params;               // Kernel launch params (runtime Dims, scalars)
   MatmulArgs matmul;                         // shape and offsets; buffers are bound per call
-  std::function<void()> host;                // Host tasks (tests, benchmarks, user callbacks)
-  std::vector<int> deps;                     // tasks that must complete first
+  NativeArgs native;  // Native: the primitive and its extents; slots in NativeArgs' buffer order
+  std::function<void()> host;  // Host tasks (tests, benchmarks, user callbacks)
+  std::vector<int> deps;       // tasks that must complete first
   // Whether slots[b] is written (a kernel's output, a copy's destination, a matmul's result).
   bool writes(size_t b) const {
     return (kind == TaskKind::Kernel && kernel->buffers[b].output) ||
-           (kind == TaskKind::Copy && b == 1) || (kind == TaskKind::Matmul && b == 2);
+           (kind == TaskKind::Copy && b == 1) || (kind == TaskKind::Matmul && b == 2) ||
+           (kind == TaskKind::Native && b + 1 == slots.size());
   }
 };
 

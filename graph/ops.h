@@ -169,28 +169,52 @@ Array std(const Array& a, const std::vector<int>& axes = {}, bool keepdims = fal
           StreamOrDevice s = {});
 // Index of the first minimum along `axis` (int64).
 Array argmin(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-// Inclusive running sum / product along `axis` (log2(n) shifted adds: O(n log n) work).
+// Scans along `axis` (MLX's names and arguments): `reverse` runs from the end, `inclusive`
+// counts element i's own value at i (exclusive: the identity at the first place). cumsum and
+// cumprod of bool, int8 and uint8 give int32 (uint32 for uint8); logcumsumexp gives a float
+// type (as exp does); cummax/cummin keep the dtype (NaN propagates). Native primitives: O(n).
 Array cumsum(const Array& a, int axis, StreamOrDevice s = {});
+Array cumsum(const Array& a, int axis, bool reverse, bool inclusive = true, StreamOrDevice s = {});
 Array cumprod(const Array& a, int axis, StreamOrDevice s = {});
+Array cumprod(const Array& a, int axis, bool reverse, bool inclusive = true, StreamOrDevice s = {});
+Array cummax(const Array& a, int axis, bool reverse = false, bool inclusive = true,
+             StreamOrDevice s = {});
+Array cummin(const Array& a, int axis, bool reverse = false, bool inclusive = true,
+             StreamOrDevice s = {});
+Array logcumsumexp(const Array& a, int axis, bool reverse = false, bool inclusive = true,
+                   StreamOrDevice s = {});
 
-// Indices: negative ones count from the end (as NumPy); out-of-range ones are clamped to the
-// nearest valid index, so no read is ever out of bounds. Gathers and scatters select with
-// masks (O(indices x extent) work); one_hot rows of out-of-range indices are all zero.
+// Indices (any integer dtype): negative ones count from the end (as NumPy); out-of-range ones
+// are clamped to the nearest valid index, so no read or write is ever out of bounds.
+// one_hot rows of out-of-range indices are all zero.
 Array one_hot(const Array& indices, int64_t depth, Dtype dtype = float32, StreamOrDevice s = {});
 // Elements of `a` at `indices` along `axis`: shape a[:axis] + indices + a[axis+1:].
 Array take(const Array& a, const Array& indices, int axis, StreamOrDevice s = {});
-// out[..., j, ...] = a[..., indices[..., j, ...], ...] along `axis` (indices of a's rank).
+// out[..., j, ...] = a[..., indices[..., j, ...], ...] along `axis`: indices of a's rank,
+// broadcast against a on the other axes (NumPy's take_along_axis).
 Array take_along_axis(const Array& a, const Array& indices, int axis, StreamOrDevice s = {});
-// `a` with updates[j] added at indices[j] along `axis` (repeated indices accumulate);
-// `indices` is 1-D and `updates` has a's shape with extent len(indices) at `axis`.
+// `a` with updates[j] added at indices[j] along `axis` (repeated indices accumulate; bool adds
+// as logical or); `indices` is 1-D and `updates` has a's shape with extent len(indices) at
+// `axis`.
 Array scatter_add(const Array& a, const Array& indices, const Array& updates, int axis,
                   StreamOrDevice s = {});
-// Sorted along `axis` (ascending, stable, NaN last) and the permutation that sorts. O(n^2) work
-// per row: compare-and-count, which every backend runs as fused reductions.
+// The scatter matching take_along_axis (JAX's a.at[...].add along one axis): updates[.., j, ..]
+// is added at a[.., indices[.., j, ..], ..]; indices and updates have one shape, a's except at
+// `axis`.
+Array scatter_add_along_axis(const Array& a, const Array& indices, const Array& updates, int axis,
+                             StreamOrDevice s = {});
+// Sorted along `axis` (ascending, stable, NaN last, as NumPy) and the int64 permutation that
+// sorts. Native primitives: radix sorts on cpu.
 Array sort(const Array& a, int axis = -1, StreamOrDevice s = {});
 Array argsort(const Array& a, int axis = -1, StreamOrDevice s = {});
-// The k largest along the last axis, largest first, and their indices.
+// The k largest along the last axis, largest first (ties: the earlier first; NaN last), and
+// their int64 indices.
 std::pair<Array, Array> topk(const Array& a, int k, StreamOrDevice s = {});
+// MLX's partition/argpartition: element `kth` of the result along `axis` is the one a sort
+// would put there, those before it are not greater and those after not smaller. Computed by a
+// full sort, which satisfies that (and orders the rest as well).
+Array partition(const Array& a, int kth, int axis = -1, StreamOrDevice s = {});
+Array argpartition(const Array& a, int kth, int axis = -1, StreamOrDevice s = {});
 
 Array stack(const std::vector<Array>& arrays, int axis = 0, StreamOrDevice s = {});
 // `sections` equal parts along `axis`, or the parts between `indices`.

@@ -1,4 +1,4 @@
-// Element-wise functions, statistics and scans built from the primitives: they run on every
+// Element-wise functions and statistics built from the primitives: they run on every
 // backend and fuse like any expression, and reverse mode, forward mode and vmap go through the
 // primitives they are made of.
 #include <cmath>
@@ -16,34 +16,6 @@ Array as_float(const Array& a, const StreamOrDevice& s) {
 
 Array fill_like(const Array& a, double v, const StreamOrDevice& s) {
   return full({}, v, a.dtype(), s);
-}
-
-// The shape of `a` with extent `n` at `axis`.
-Shape with_extent(const Shape& shape, int axis, int64_t n) {
-  Shape r = shape;
-  r[axis] = n;
-  return r;
-}
-
-Array slice_axis(const Array& a, int axis, int64_t start, int64_t stop, const StreamOrDevice& s) {
-  std::vector<int64_t> b(a.ndim(), 0), e(a.shape().begin(), a.shape().end());
-  b[axis] = start, e[axis] = stop;
-  return slice(a, b, e, s);
-}
-
-// Hillis and Steele's scan: after the step with shift d, each element combines the 2d elements
-// up to it. `identity` fills the shifted-in places.
-template <typename Combine>
-Array scan(const Array& a, int axis, double identity, Combine combine, const char* name,
-           const StreamOrDevice& s) {
-  int ax = normalize_axis(axis, a.ndim(), name);
-  Array y = a.dtype().size() == 1 ? astype(a, a.dtype() == uint8 ? uint32 : int32, s) : a;
-  int64_t n = y.shape()[ax];
-  for (int64_t d = 1; d < n; d *= 2) {
-    Array fill = full(with_extent(y.shape(), ax, d), identity, y.dtype(), s);
-    y = combine(y, concatenate({fill, slice_axis(y, ax, 0, n - d, s)}, ax, s));
-  }
-  return y;
 }
 
 }  // namespace
@@ -158,16 +130,6 @@ Array argmin(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
   // smallest signed integer and wrap unsigned ones).
   Array hit = astype(equal(a, min(a, ax, true, s), s), int32, s);
   return argmax(hit, ax, keepdims, s);
-}
-
-Array cumsum(const Array& a, int axis, StreamOrDevice s) {
-  return scan(
-      a, axis, 0, [&](const Array& x, const Array& y) { return add(x, y, s); }, "cumsum", s);
-}
-
-Array cumprod(const Array& a, int axis, StreamOrDevice s) {
-  return scan(
-      a, axis, 1, [&](const Array& x, const Array& y) { return multiply(x, y, s); }, "cumprod", s);
 }
 
 }  // namespace kiln

@@ -6,7 +6,8 @@ bool Params::operator==(const Params& o) const {
   return unary == o.unary && binary == o.binary && reduce == o.reduce && dist == o.dist &&
          keepdims == o.keepdims && axes == o.axes && start == o.start && stop == o.stop &&
          step == o.step && value == o.value && step_value == o.step_value && key == o.key &&
-         reshape == o.reshape && shape == o.shape;
+         reshape == o.reshape && shape == o.shape && scan == o.scan && descending == o.descending &&
+         reverse == o.reverse && inclusive == o.inclusive;
 }
 
 const char* op_name(Op op) {
@@ -28,6 +29,11 @@ const char* op_name(Op op) {
     case Op::Concatenate: return "concatenate";
     case Op::Matmul: return "matmul";
     case Op::Count: return "count";
+    case Op::Sort: return "sort";
+    case Op::Argsort: return "argsort";
+    case Op::Scan: return "scan";
+    case Op::Gather: return "gather";
+    case Op::ScatterAdd: return "scatter_add";
   }
   return "?";
 }
@@ -58,12 +64,23 @@ const char* op_name(RandomDist dist) {
   return names[static_cast<int>(dist)];
 }
 
+const char* op_name(ScanOp op) {
+  static const char* names[] = {"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"};
+  return names[static_cast<int>(op)];
+}
+
+bool is_native(Op op) {
+  return op == Op::Sort || op == Op::Argsort || op == Op::Scan || op == Op::Gather ||
+         op == Op::ScatterAdd;
+}
+
 std::string primitive_name(Op op, const Params& p) {
   switch (op) {
     case Op::Unary: return op_name(p.unary);
     case Op::Binary: return op_name(p.binary);
     case Op::Reduce: return op_name(p.reduce);
     case Op::Random: return op_name(p.dist);
+    case Op::Scan: return op_name(p.scan);
     default: return op_name(op);
   }
 }

@@ -60,6 +60,8 @@ inline constexpr int kNumBinaryOps = static_cast<int>(BinaryOp::RightShift) + 1;
 enum class ReduceOp : uint8_t { Sum, Max, Min, Prod, Argmax };
 // Uniform [0, 1) and standard normal floats, and the raw 64 bits (uint64: keys from split).
 enum class RandomDist : uint8_t { Uniform, Normal, Bits };
+// The combining function of a scan (cumsum, cumprod, cummax, cummin, logcumsumexp).
+enum class ScanOp : uint8_t { Sum, Prod, Max, Min, LogAddExp };
 // How a reshape was asked for; shapeless compile re-derives the shape from it for new inputs.
 enum class ReshapeKind : uint8_t { Explicit, Flatten, Squeeze, ExpandDims };
 
@@ -82,7 +84,18 @@ enum class Op : uint8_t {
   Concatenate,  // along params.axes[0]
   Matmul,       // NumPy matmul semantics (batch broadcast, 1-D promotion)
   Count,        // 0-d: the number of elements of inputs[0] over params.axes (for mean)
+  // Native (library) primitives: each runs as one backend call, not as fused Kernel IR.
+  // params.axes[0] is the axis they work along.
+  Sort,        // inputs[0] sorted along the axis (stable, NaN last; params.descending)
+  Argsort,     // int64 positions that sort inputs[0] along the axis (same order as Sort)
+  Scan,        // params.scan running along the axis (params.reverse, params.inclusive)
+  Gather,      // out[.., j, ..] = in0[.., idx, ..], idx = inputs[1][j] (1-D, shared by every
+               // row) or inputs[1][.., j, ..] (the output's shape); indices as take's rule
+  ScatterAdd,  // inputs[0] with inputs[2] added at the positions inputs[1] names (as Gather's)
 };
+
+// Sort, Argsort, Scan, Gather and ScatterAdd: computed by a library call of their own.
+bool is_native(Op op);
 
 struct Params {
   UnaryOp unary = UnaryOp::Negative;
@@ -97,6 +110,10 @@ struct Params {
   uint64_t key = 0;   // Random
   ReshapeKind reshape = ReshapeKind::Explicit;
   std::vector<int64_t> shape;  // Reshape: the requested shape (may hold -1); Broadcast: target
+  ScanOp scan = ScanOp::Sum;   // Scan
+  bool descending = false;     // Sort, Argsort
+  bool reverse = false;        // Scan: from the end of the axis
+  bool inclusive = true;       // Scan: element i's own value counts at i
 
   bool operator==(const Params& o) const;
 };
@@ -106,6 +123,7 @@ const char* op_name(UnaryOp op);
 const char* op_name(BinaryOp op);
 const char* op_name(ReduceOp op);
 const char* op_name(RandomDist dist);  // "uniform", "normal", "bits"
+const char* op_name(ScanOp op);
 // Name of a node for profiles and text: "exp", "add", "sum", "reshape".
 std::string primitive_name(Op op, const Params& p);
 

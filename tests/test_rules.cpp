@@ -14,7 +14,7 @@ using namespace kiln;
 
 namespace {
 
-constexpr Op kLastOp = Op::Count;
+constexpr Op kLastOp = Op::ScatterAdd;
 
 Device ref() { return device("reference"); }
 

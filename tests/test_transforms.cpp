@@ -149,6 +149,31 @@ std::vector<Case> cases() {
        },
        {s, {3, 3}}},
       {"sort", [](V x) { return sort(x[0], 1); }, {s}},
+      {"sort descending (topk) along axis 0",
+       [](V x) { return topk(transpose(x[0]), 3).first; },
+       {s}},
+      {"cumsum reverse exclusive", [](V x) { return cumsum(x[0], 0, true, false); }, {s}},
+      {"cumprod reverse exclusive", [](V x) { return cumprod(x[0], 1, true, false); }, {s}},
+      {"cumprod through zeros",
+       [](V x) {
+         Array mask = array({1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0}, {3, 4});
+         return cumprod(x[0] * mask, 1) + cumprod(x[0] * mask, 1, true);
+       },
+       {s}},
+      {"cummax, cummin", [](V x) { return cummax(x[0], 1) + cummin(x[0], 0, true); }, {s}},
+      {"logcumsumexp",
+       [](V x) { return logcumsumexp(x[0], 1) + exp(logcumsumexp(x[0], 0, true, false)); },
+       {s}},
+      {"take_along_axis broadcast",
+       [](V x) {
+         return take_along_axis(x[0], array({2, -1, 0, 9}, {1, 4}), 0);
+       },
+       {s}},
+      {"scatter_add_along_axis",
+       [](V x) {
+         return scatter_add_along_axis(x[0], array({1, 1, 0, 3, 3, 3}, {3, 2}), x[1], 1);
+       },
+       {s, {3, 2}}},
       {"topk", [](V x) { return topk(x[0], 2).first; }, {s}},
       {"stack/split", [](V x) { return stack(split(x[0], 2, 1), 0); }, {s}},
       {"pad",

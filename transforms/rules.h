@@ -40,6 +40,8 @@ extern const TransformRules kReduceTransforms, kCountTransforms;
 extern const TransformRules kReshapeTransforms, kTransposeTransforms, kBroadcastTransforms,
     kSliceTransforms, kConcatenateTransforms;
 extern const TransformRules kMatmulTransforms;
+extern const TransformRules kSortTransforms, kArgsortTransforms, kScanTransforms, kGatherTransforms,
+    kScatterAddTransforms;
 extern const TransformRules kSourceTransforms;  // Constant, Placeholder, Full, Arange
 extern const TransformRules kRandomTransforms;
 

@@ -9,6 +9,7 @@
 #include "backends/cpu/execute.h"
 #include "backends/cpu/jit.h"
 #include "backends/cpu/matmul.h"
+#include "backends/cpu/native_ops.h"
 #include "backends/launch_check.h"
 #include "backends/split_reduce.h"
 #include "graph/device_hooks.h"
@@ -83,6 +84,10 @@ class CpuQueue : public Queue {
   }
   EventPtr enqueue_matmul(const MatmulArgs& a) override {
     cpu::matmul(a);
+    return nullptr;
+  }
+  EventPtr enqueue_native(const NativeArgs& a) override {
+    cpu::run_native(a);
     return nullptr;
   }
   void finish() override {}

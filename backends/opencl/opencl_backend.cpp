@@ -10,6 +10,7 @@
 
 #include "backends/canonical.h"
 #include "backends/launch_check.h"
+#include "backends/native_kernels.h"
 #include "backends/opencl/codegen.h"
 #include "backends/opencl/device.h"
 #include "backends/opencl/matmul.h"
@@ -238,7 +239,8 @@ void finish_at_exit() {
 
 class ClQueue : public Queue {
  public:
-  ClQueue(ClDevice& dev, std::shared_ptr<ClPool> pool) : dev_(dev), pool_(std::move(pool)) {
+  ClQueue(ClDevice& dev, std::shared_ptr<ClPool> pool, Backend& backend, int device)
+      : dev_(dev), pool_(std::move(pool)), backend_(backend), device_(device) {
     static const bool registered = std::atexit(finish_at_exit) == 0;
     (void)registered;
     cl_int err = CL_SUCCESS;
@@ -314,6 +316,10 @@ class ClQueue : public Queue {
     return std::make_shared<ClEvent>(ev, "copy", std::vector<std::shared_ptr<void>>{});
   }
 
+  // No OpenCL kernels of their own yet: Kernel IR reductions (backends/native_kernels.h).
+  EventPtr enqueue_native(const NativeArgs& a) override {
+    return enqueue_native_as_kernels(backend_, device_, *this, a);
+  }
   EventPtr enqueue_matmul(const MatmulArgs& a) override {
     std::vector<std::shared_ptr<void>> keep;
     cl_event ev = opencl::enqueue_matmul(dev_, *pool_, q_, a, keep);
@@ -368,6 +374,8 @@ class ClQueue : public Queue {
 
   ClDevice& dev_;
   std::shared_ptr<ClPool> pool_;
+  Backend& backend_;  // immortal (the registry's), for the kernels of native primitives
+  int device_;
   cl_command_queue q_ = nullptr;
 };
 
@@ -440,7 +448,7 @@ class OpenClBackend : public Backend {
 
   std::unique_ptr<Queue> create_queue(int device) override {
     ClDevice& dev = usable(device);
-    return std::make_unique<ClQueue>(dev, pools_[dev.index]);
+    return std::make_unique<ClQueue>(dev, pools_[dev.index], *this, device);
   }
 
  private:

@@ -241,6 +241,10 @@ class ReferenceQueue : public Queue {
     matmul(a);
     return nullptr;
   }
+  EventPtr enqueue_native(const NativeArgs& a) override {
+    reference_native(a);
+    return nullptr;
+  }
   void finish() override {}
   bool runs_inline() const override { return true; }
 };

@@ -10,5 +10,8 @@
 namespace kiln {
 
 std::shared_ptr<Backend> make_reference_backend();
+// Runs a native primitive on host buffers (native_reference.cpp); the reference queue's
+// enqueue_native.
+void reference_native(const NativeArgs& args);
 
 }  // namespace kiln

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "backends/launch_check.h"
+#include "backends/native_kernels.h"
 #include "backends/split_reduce.h"
 #include "backends/vulkan/descriptors.h"
 #include "backends/vulkan/disk_cache.h"
@@ -319,8 +320,11 @@ void full_barrier(VkCommandBuffer cb) {
 
 class VulkanQueue : public Queue {
  public:
-  explicit VulkanQueue(std::shared_ptr<Context> ctx)
-      : ctx_(ctx), lane_(std::make_shared<LaneState>(std::move(ctx))) {}
+  VulkanQueue(std::shared_ptr<Context> ctx, Backend& backend, int device)
+      : ctx_(ctx),
+        lane_(std::make_shared<LaneState>(std::move(ctx))),
+        backend_(backend),
+        device_(device) {}
   ~VulkanQueue() override {
     try {
       finish();
@@ -408,6 +412,10 @@ class VulkanQueue : public Queue {
     return nullptr;
   }
 
+  // No shaders of their own yet: Kernel IR reductions (backends/native_kernels.h).
+  EventPtr enqueue_native(const NativeArgs& a) override {
+    return enqueue_native_as_kernels(backend_, device_, *this, a);
+  }
   EventPtr enqueue_matmul(const MatmulArgs& a) override {
     size_t nb = a.c_offsets.size();
     if (a.a_offsets.size() != nb || a.b_offsets.size() != nb)
@@ -800,6 +808,8 @@ class VulkanQueue : public Queue {
 
   std::shared_ptr<Context> ctx_;
   std::shared_ptr<LaneState> lane_;
+  Backend& backend_;  // immortal (the registry's), for the kernels of native primitives
+  int device_;
   int64_t max_groups_ = max_groups(*ctx_);
 };
 
@@ -843,7 +853,7 @@ class VulkanBackend : public Backend {
   }
 
   std::unique_ptr<Queue> create_queue(int device) override {
-    return std::make_unique<VulkanQueue>(vulkan::context(device));
+    return std::make_unique<VulkanQueue>(vulkan::context(device), *this, device);
   }
 
  private:

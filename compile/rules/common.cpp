@@ -18,6 +18,11 @@ const PrimitiveRules& rules(Op op) {
     case Op::Slice: return kSliceRules;
     case Op::Concatenate: return kConcatenateRules;
     case Op::Matmul: return kMatmulRules;
+    case Op::Sort:
+    case Op::Argsort:
+    case Op::Scan:
+    case Op::ScatterAdd: return kNativeRules;
+    case Op::Gather: return kGatherRules;
     case Op::Full: return kFullRules;
     case Op::Arange: return kArangeRules;
     case Op::Random: return kRandomRules;

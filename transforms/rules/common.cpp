@@ -21,6 +21,11 @@ const TransformRules& transform_rules(Op op) {
     case Op::Concatenate: return kConcatenateTransforms;
     case Op::Matmul: return kMatmulTransforms;
     case Op::Random: return kRandomTransforms;
+    case Op::Sort: return kSortTransforms;
+    case Op::Argsort: return kArgsortTransforms;
+    case Op::Scan: return kScanTransforms;
+    case Op::Gather: return kGatherTransforms;
+    case Op::ScatterAdd: return kScatterAddTransforms;
     case Op::Full:
     case Op::Arange:
     case Op::Constant:
