@@ -26,10 +26,14 @@ namespace scalar {
 // Sort order of elements of dtype d: numbers ascending (or descending), NaN after every number
 // in both directions, equal elements (and NaNs among themselves) unordered: callers keep them
 // by position (stable).
-inline bool sorts_before(Val x, Val y, Dtype d, bool descending) {
+// `total` (sort's values): -0 sorts before +0 (in descending order after), as the cpu
+// backend's radix keys order them; argsort keeps the two as ties.
+inline bool sorts_before(Val x, Val y, Dtype d, bool descending, bool total = false) {
   if (d.is_float()) {
     bool xn = std::isnan(x.f), yn = std::isnan(y.f);
     if (xn || yn) return !xn && yn;
+    if (total && x.f == 0 && y.f == 0 && std::signbit(x.f) != std::signbit(y.f))
+      return std::signbit(x.f) != descending;
     return descending ? x.f > y.f : x.f < y.f;
   }
   return descending ? int_less(y.i, x.i, d) : int_less(x.i, y.i, d);

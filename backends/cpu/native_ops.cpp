@@ -13,11 +13,15 @@
 // reference's order: float results agree bitwise).
 #include "backends/cpu/native_ops.h"
 
+#include <immintrin.h>
 #include <tbb/blocked_range.h>
+#include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -40,28 +44,47 @@ constexpr int64_t kParallelRow = int64_t(1) << 15;
 
 enum class KeyKind { Unsigned, Signed, Float };
 
+// Order-preserving unsigned keys of elements stored as U. `total` (sort's values) is a
+// bijection: -0 keys below +0 and NaNs (any sign) above +inf by payload, so the values come
+// back from their keys. Otherwise (argsort) -0 and +0 share a key and every NaN keys as the
+// largest, so ties keep their positions exactly as the reference's comparison says.
 template <class U>
 struct KeyFn {
-  KeyKind kind;
-  bool descending;
-  U inf;  // Float: the bits of +inf (anything above, without the sign, is NaN)
+  KeyKind kind = KeyKind::Unsigned;
+  bool descending = false, total = false;
+  U inf = 0;  // Float: the bits of +inf (anything above, without the sign, is NaN)
   static constexpr U sign = U(1) << (8 * sizeof(U) - 1);
   U operator()(U b) const {
     U k;
     if (kind == KeyKind::Float) {
       U mag = b & U(~sign);
-      if (mag > inf) return U(~U(0));  // NaN: last in both directions
-      k = mag == 0 ? sign : ((b & sign) ? U(~b) : U(b | sign));
+      if (mag > inf) return total ? U(mag | sign) : U(~U(0));  // NaN: last both ways
+      if (!total && mag == 0)
+        k = sign;
+      else
+        k = (b & sign) ? U(~b) : U(b | sign);
     } else {
       k = kind == KeyKind::Signed ? U(b ^ sign) : b;
     }
     return descending ? U(~k) : k;
   }
+  // The element bits of a `total` key.
+  U bits(U k) const {
+    if (kind == KeyKind::Float) {
+      if (k > U(inf | sign)) return U(k ^ sign);  // NaN (a canonical positive sign)
+      if (descending) k = U(~k);
+      return (k & sign) ? U(k ^ sign) : U(~k);
+    }
+    if (descending) k = U(~k);
+    return kind == KeyKind::Signed ? U(k ^ sign) : k;
+  }
 };
 
 template <class U>
-KeyFn<U> key_fn(Dtype d, bool descending) {
-  KeyFn<U> f{KeyKind::Unsigned, descending, 0};
+KeyFn<U> key_fn(Dtype d, bool descending, bool total) {
+  KeyFn<U> f;
+  f.descending = descending;
+  f.total = total;
   if (d.is_float()) {
     f.kind = KeyKind::Float;
     if (d == float16)
@@ -78,96 +101,118 @@ KeyFn<U> key_fn(Dtype d, bool descending) {
   return f;
 }
 
-// ---- radix sort of items by key(item)
-
-// Sorts a[0, n) stably by get_key (an unsigned key of `bytes` bytes), using tmp (n items).
-// Leaves the result in a.
-template <class Item, class GetKey>
-void radix_sort(Item* a, Item* tmp, int64_t n, int bytes, GetKey get_key, bool parallel) {
-  int chunks = parallel && n >= kParallelRow ? threads() : 1;
-  std::vector<std::array<int64_t, 256>> count(chunks);
-  auto bounds = [&](int c) { return std::make_pair(n * c / chunks, n * (c + 1) / chunks); };
-  auto each_chunk = [&](auto&& f) {
-    if (chunks == 1) return f(0);
-    tbb::parallel_for(0, chunks, [&](int c) { f(c); });
-  };
-  Item* src = a;
-  Item* dst = tmp;
-  for (int pass = 0; pass < bytes; ++pass) {
-    int shift = 8 * pass;
-    each_chunk([&](int c) {
-      auto [lo, hi] = bounds(c);
-      std::array<int64_t, 256>& h = count[c];
-      h.fill(0);
-      for (int64_t i = lo; i < hi; ++i) ++h[(get_key(src[i]) >> shift) & 0xFF];
-    });
-    int64_t total[256] = {};
-    for (int c = 0; c < chunks; ++c)
-      for (int b = 0; b < 256; ++b) total[b] += count[c][b];
-    if (std::any_of(total, total + 256, [&](int64_t t) { return t == n; })) continue;
-    int64_t at = 0;  // bucket-major, chunk-minor: stable across chunks
-    for (int b = 0; b < 256; ++b)
-      for (int c = 0; c < chunks; ++c) {
-        int64_t k = count[c][b];
-        count[c][b] = at;
-        at += k;
-      }
-    each_chunk([&](int c) {
-      auto [lo, hi] = bounds(c);
-      std::array<int64_t, 256>& off = count[c];
-      for (int64_t i = lo; i < hi; ++i) dst[off[(get_key(src[i]) >> shift) & 0xFF]++] = src[i];
-    });
-    std::swap(src, dst);
-  }
-  if (src != a) std::memcpy(a, src, sizeof(Item) * n);
-}
+// ---- radix sort of items by their keys (8-bit digits, stable)
 
 template <class U>
 struct Keyed {
   U key;
   uint32_t index;
 };
-
-// Short rows: a stable comparison sort on the same keys.
-constexpr int64_t kRadixRow = 256;
-
 template <class U>
-void sort_row_values(U* row, U* tmp, int64_t n, const KeyFn<U>& key, bool parallel) {
-  if (n < kRadixRow) {
-    std::stable_sort(row, row + n, [&](U x, U y) { return key(x) < key(y); });
-    return;
-  }
-  radix_sort(row, tmp, n, sizeof(U), key, parallel);
+U key_of(U k) {
+  return k;
+}
+template <class U>
+U key_of(const Keyed<U>& k) {
+  return k.key;
 }
 
-template <class U>
-void sort_row_indices(const U* row, int64_t stride, int64_t n, int64_t* out, int64_t out_stride,
-                      std::vector<Keyed<U>>& items, std::vector<Keyed<U>>& tmp, const KeyFn<U>& key,
-                      bool parallel) {
-  items.resize(n);
-  tmp.resize(n);
-  auto fill = [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) items[i] = {key(row[i * stride]), static_cast<uint32_t>(i)};
-  };
-  if (parallel && n >= kParallelRow)
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1 << 14),
-                      [&](const tbb::blocked_range<int64_t>& r) { fill(r.begin(), r.end()); });
-  else
-    fill(0, n);
-  auto get = [](const Keyed<U>& k) { return k.key; };
-  if (n < kRadixRow)
-    std::stable_sort(items.begin(), items.end(),
-                     [](const Keyed<U>& x, const Keyed<U>& y) { return x.key < y.key; });
-  else
-    radix_sort(items.data(), tmp.data(), n, sizeof(U), get, parallel);
-  auto write = [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) out[i * out_stride] = items[i].index;
-  };
-  if (parallel && n >= kParallelRow)
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1 << 14),
-                      [&](const tbb::blocked_range<int64_t>& r) { write(r.begin(), r.end()); });
-  else
-    write(0, n);
+// LSD passes over digits 0 .. bits-1 of a[0, n), one thread; counts every digit in one read
+// and skips digits all keys share; `width` bits a digit (8 for rows in memory: more write
+// streams than that cost more than a pass; up to 11 for buckets in cache). Returns where the
+// result is.
+template <class Item>
+Item* lsd(Item* a, Item* tmp, int64_t n, int bits, int width = 8) {
+  int passes = (bits + width - 1) / width, buckets = 1 << width;
+  thread_local std::vector<int64_t> counts;
+  std::vector<int64_t>& count = counts;
+  count.assign(static_cast<size_t>(passes) * buckets, 0);
+  uint64_t mask = buckets - 1;
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t k = key_of(a[i]);
+    for (int p = 0; p < passes; ++p) ++count[p * buckets + ((k >> (width * p)) & mask)];
+  }
+  Item* src = a;
+  Item* dst = tmp;
+  for (int p = 0; p < passes; ++p) {
+    int64_t* c = count.data() + p * buckets;
+    if (std::any_of(c, c + buckets, [&](int64_t t) { return t == n; })) continue;
+    int64_t at = 0;
+    for (int b = 0; b < buckets; ++b) {
+      int64_t k = c[b];
+      c[b] = at;
+      at += k;
+    }
+    int shift = width * p;
+    for (int64_t i = 0; i < n; ++i) dst[c[(uint64_t(key_of(src[i])) >> shift) & mask]++] = src[i];
+    std::swap(src, dst);
+  }
+  return src;
+}
+
+// Rows shorter than this take a stable comparison sort on the same keys.
+constexpr int64_t kRadixRow = 256;
+
+// Sorts the items make(0) .. make(n - 1) (n > 0) through a and tmp (n items each), and hands
+// each sorted run to finish(items, lo, count) (a run's items are positions lo.. of the sorted
+// row). A long row, when `parallel`: its top digit first, split across threads (the items made
+// and counted in one pass), then each top-digit bucket on its own (in parallel, each in cache).
+template <class Item, class Make, class Finish>
+void sort_items(Item* a, Item* tmp, int64_t n, int bits, bool parallel, Make make, Finish finish) {
+  bool split = parallel && n >= kParallelRow && bits > 16;
+  if (!split) {
+    for (int64_t i = 0; i < n; ++i) a[i] = make(i);
+  }
+  if (n < kRadixRow) {
+    std::stable_sort(a, a + n, [](const Item& x, const Item& y) { return key_of(x) < key_of(y); });
+    return finish(a, 0, n);
+  }
+  if (!split) return finish(lsd(a, tmp, n, bits), 0, n);
+  // The top 11 bits split the row into up to 2048 buckets that fit in cache (float32 normal
+  // data: ~150 KB the largest), each then sorted by 11-bit (or narrower) digits.
+  constexpr int kTop = 11, kBuckets = 1 << kTop;
+  int chunks = threads(), shift = bits - kTop;
+  int passes = (shift + kTop - 1) / kTop, width = (shift + passes - 1) / passes;
+  std::vector<std::array<int64_t, kBuckets>> count(chunks);
+  auto bounds = [&](int c) { return std::make_pair(n * c / chunks, n * (c + 1) / chunks); };
+  tbb::parallel_for(0, chunks, [&](int c) {
+    auto [lo, hi] = bounds(c);
+    count[c].fill(0);
+    for (int64_t i = lo; i < hi; ++i) {
+      a[i] = make(i);
+      ++count[c][(key_of(a[i]) >> shift) & (kBuckets - 1)];
+    }
+  });
+  std::vector<int64_t> start(kBuckets + 1);
+  int64_t at = 0;
+  for (int b = 0; b < kBuckets; ++b) {
+    start[b] = at;
+    for (int c = 0; c < chunks; ++c) {
+      int64_t k = count[c][b];
+      count[c][b] = at;
+      at += k;
+    }
+  }
+  start[kBuckets] = n;
+  tbb::parallel_for(0, chunks, [&](int c) {
+    auto [lo, hi] = bounds(c);
+    std::array<int64_t, kBuckets>& off = count[c];
+    for (int64_t i = lo; i < hi; ++i) tmp[off[(key_of(a[i]) >> shift) & (kBuckets - 1)]++] = a[i];
+  });
+  tbb::parallel_for(0, kBuckets, [&](int b) {
+    int64_t lo = start[b], k = start[b + 1] - lo;
+    if (k == 0) return;
+    if (k < kRadixRow) {
+      std::stable_sort(tmp + lo, tmp + lo + k,
+                       [](const Item& x, const Item& y) { return key_of(x) < key_of(y); });
+      return finish(tmp + lo, lo, k);
+    }
+    // Digits no wider than the bucket is long (a small bucket's counts would cost more than
+    // its keys).
+    int w = std::clamp(static_cast<int>(std::bit_width(static_cast<uint64_t>(k))) - 2, 4, width);
+    Item* r = lsd(tmp + lo, a + lo, k, shift, std::min(w, shift));
+    finish(r, lo, k);
+  });
 }
 
 // Runs f(row) for every (outer, inner) row, in parallel across rows when there are many;
@@ -190,31 +235,46 @@ void for_rows(const NativeArgs& a, F f) {
 template <class U>
 void sort_typed(const NativeArgs& a) {
   const U* in = static_cast<const U*>(a.buffers[0]->host_ptr());
-  KeyFn<U> key = key_fn<U>(a.dtype, a.descending);
   if (a.n > UINT32_MAX) throw_error(native_name(a), ": rows of more than 2^32 elements");
+  int bits = 8 * sizeof(U);
   if (a.op == Op::Argsort) {
+    KeyFn<U> key = key_fn<U>(a.dtype, a.descending, false);
     int64_t* out = static_cast<int64_t*>(a.buffers[1]->host_ptr());
     for_rows(a, [&](int64_t o, int64_t q, bool parallel) {
-      thread_local std::vector<Keyed<U>> items, tmp;
-      int64_t base = o * a.n * a.inner + q;
-      sort_row_indices(in + base, a.inner, a.n, out + base, a.inner, items, tmp, key, parallel);
+      // Per-thread scratch, named through references: a lambda running on another thread
+      // would otherwise see that thread's own (empty) thread_local vectors.
+      thread_local std::vector<Keyed<U>> items_tl, tmp_tl;
+      std::vector<Keyed<U>>& items = items_tl;
+      std::vector<Keyed<U>>& tmp = tmp_tl;
+      items.resize(a.n);
+      tmp.resize(a.n);
+      const U* row = in + o * a.n * a.inner + q;
+      int64_t* dst = out + o * a.n * a.inner + q;
+      auto make = [&](int64_t i) {
+        return Keyed<U>{key(row[i * a.inner]), static_cast<uint32_t>(i)};
+      };
+      sort_items(items.data(), tmp.data(), a.n, bits, parallel, make,
+                 [&](const Keyed<U>* r, int64_t lo, int64_t k) {
+                   for (int64_t i = 0; i < k; ++i) dst[(lo + i) * a.inner] = r[i].index;
+                 });
     });
     return;
   }
+  KeyFn<U> key = key_fn<U>(a.dtype, a.descending, true);
   U* out = static_cast<U*>(a.buffers[1]->host_ptr());
   for_rows(a, [&](int64_t o, int64_t q, bool parallel) {
-    thread_local std::vector<U> row, tmp;
-    int64_t base = o * a.n * a.inner + q;
+    thread_local std::vector<U> keys_tl, tmp_tl;
+    std::vector<U>& keys = keys_tl;
+    std::vector<U>& tmp = tmp_tl;
+    keys.resize(a.n);
     tmp.resize(a.n);
-    if (a.inner == 1) {
-      std::memcpy(out + base, in + base, sizeof(U) * a.n);
-      sort_row_values(out + base, tmp.data(), a.n, key, parallel);
-      return;
-    }
-    row.resize(a.n);
-    for (int64_t i = 0; i < a.n; ++i) row[i] = in[base + i * a.inner];
-    sort_row_values(row.data(), tmp.data(), a.n, key, parallel);
-    for (int64_t i = 0; i < a.n; ++i) out[base + i * a.inner] = row[i];
+    const U* row = in + o * a.n * a.inner + q;
+    U* dst = out + o * a.n * a.inner + q;
+    auto make = [&](int64_t i) { return key(row[i * a.inner]); };
+    sort_items(keys.data(), tmp.data(), a.n, bits, parallel, make,
+               [&](const U* r, int64_t lo, int64_t k) {
+                 for (int64_t i = 0; i < k; ++i) dst[(lo + i) * a.inner] = key.bits(r[i]);
+               });
   });
 }
 
@@ -277,43 +337,89 @@ struct Combine {
   }
 };
 
-// An inclusive running sum of x[0, n) into out from `carry`, eight (float) or four (double)
-// lanes at a time: a log-step scan inside each vector, then the carry added. Returns the last
-// sum. Compiled for AVX2 where the host has it.
-template <class T, int L>
-__attribute__((always_inline)) inline T vector_sum_scan(const T* x, T* out, int64_t n, T carry) {
-  typedef T V __attribute__((vector_size(sizeof(T) * L)));
-  int64_t i = 0;
-  V c;
-  for (int l = 0; l < L; ++l) c[l] = carry;
-  for (; i + L <= n; i += L) {
-    V v;
-    std::memcpy(&v, x + i, sizeof(V));
-    for (int s = 1; s < L; s *= 2) {
-      V t{};
-      for (int l = s; l < L; ++l) t[l] = v[l - s];
-      v += t;
-    }
-    v += c;
-    std::memcpy(out + i, &v, sizeof(V));
-    for (int l = 0; l < L; ++l) c[l] = v[L - 1];
-  }
-  T acc = c[0];
-  for (; i < n; ++i) out[i] = acc = acc + x[i];
-  return acc;
+// Inclusive running sums of x[0, n) into out from `carry`, returning the last: eight floats
+// (four doubles) at a time where the host has AVX2, a log-step scan inside each vector and
+// the carry added after, two vectors per step so the carry's chain is half as long.
+__attribute__((target("avx2"))) inline __m256 prefix8(__m256 v) {
+  v = _mm256_add_ps(v, _mm256_castsi256_ps(_mm256_slli_si256(_mm256_castps_si256(v), 4)));
+  v = _mm256_add_ps(v, _mm256_castsi256_ps(_mm256_slli_si256(_mm256_castps_si256(v), 8)));
+  __m256 low = _mm256_permute_ps(v, 0xFF);  // each half's total, in every lane of that half
+  return _mm256_add_ps(v, _mm256_permute2f128_ps(low, low, 0x08));  // low half's into the high
+}
+__attribute__((target("avx2"))) inline __m256 last8(__m256 v) {
+  __m256 t = _mm256_permute_ps(v, 0xFF);
+  return _mm256_permute2f128_ps(t, t, 0x11);
+}
+__attribute__((target("avx2"))) inline __m256d prefix4(__m256d v) {
+  v = _mm256_add_pd(v, _mm256_castsi256_pd(_mm256_slli_si256(_mm256_castpd_si256(v), 8)));
+  __m256d low = _mm256_permute_pd(v, 0xF);
+  return _mm256_add_pd(v, _mm256_permute2f128_pd(low, low, 0x08));
+}
+__attribute__((target("avx2"))) inline __m256d last4(__m256d v) {
+  __m256d t = _mm256_permute_pd(v, 0xF);
+  return _mm256_permute2f128_pd(t, t, 0x11);
 }
 
 __attribute__((target("avx2"))) float sum_scan_avx2(const float* x, float* out, int64_t n,
                                                     float carry) {
-  return vector_sum_scan<float, 8>(x, out, n, carry);
+  __m256 c = _mm256_set1_ps(carry);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256 a = prefix8(_mm256_loadu_ps(x + i)), b = prefix8(_mm256_loadu_ps(x + i + 8));
+    b = _mm256_add_ps(b, last8(a));
+    a = _mm256_add_ps(a, c);
+    b = _mm256_add_ps(b, c);
+    _mm256_storeu_ps(out + i, a);
+    _mm256_storeu_ps(out + i + 8, b);
+    c = last8(b);
+  }
+  float acc = _mm256_cvtss_f32(c);
+  for (; i < n; ++i) out[i] = acc = acc + x[i];
+  return acc;
 }
 __attribute__((target("avx2"))) double sum_scan_avx2(const double* x, double* out, int64_t n,
                                                      double carry) {
-  return vector_sum_scan<double, 4>(x, out, n, carry);
+  __m256d c = _mm256_set1_pd(carry);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256d a = prefix4(_mm256_loadu_pd(x + i)), b = prefix4(_mm256_loadu_pd(x + i + 4));
+    b = _mm256_add_pd(b, last4(a));
+    a = _mm256_add_pd(a, c);
+    b = _mm256_add_pd(b, c);
+    _mm256_storeu_pd(out + i, a);
+    _mm256_storeu_pd(out + i + 4, b);
+    c = last4(b);
+  }
+  double acc = _mm256_cvtsd_f64(c);
+  for (; i < n; ++i) out[i] = acc = acc + x[i];
+  return acc;
 }
-template <class T>
-T sum_scan_plain(const T* x, T* out, int64_t n, T carry) {
-  return vector_sum_scan<T, 16 / sizeof(T)>(x, out, n, carry);
+// A chunk's total: eight (four) partial sums in vectors, added at the end.
+__attribute__((target("avx2"))) float sum_avx2(const float* x, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(x + i));
+    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(x + i + 8));
+  }
+  alignas(32) float l[8];
+  _mm256_store_ps(l, _mm256_add_ps(s0, s1));
+  float r = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+  for (; i < n; ++i) r += x[i];
+  return r;
+}
+__attribute__((target("avx2"))) double sum_avx2(const double* x, int64_t n) {
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    s0 = _mm256_add_pd(s0, _mm256_loadu_pd(x + i));
+    s1 = _mm256_add_pd(s1, _mm256_loadu_pd(x + i + 4));
+  }
+  alignas(32) double l[4];
+  _mm256_store_pd(l, _mm256_add_pd(s0, s1));
+  double r = (l[0] + l[1]) + (l[2] + l[3]);
+  for (; i < n; ++i) r += x[i];
+  return r;
 }
 
 bool have_avx2() {
@@ -331,9 +437,8 @@ void scan_typed(const NativeArgs& a, Combine<C> f) {
   // Scans the run [lo, hi) of the scan order from carry; returns the combined value after it.
   auto run = [&](int64_t base, int64_t lo, int64_t hi, C acc) {
     if constexpr (std::is_same_v<Stored, C> && std::is_floating_point_v<C>) {
-      if (f.op == ScanOp::Sum && a.inclusive && !a.reverse && st == 1)
-        return have_avx2() ? sum_scan_avx2(in + base + lo, out + base + lo, hi - lo, acc)
-                           : sum_scan_plain(in + base + lo, out + base + lo, hi - lo, acc);
+      if (f.op == ScanOp::Sum && a.inclusive && !a.reverse && st == 1 && have_avx2())
+        return sum_scan_avx2(in + base + lo, out + base + lo, hi - lo, acc);
     }
     for (int64_t k = lo; k < hi; ++k) {
       int64_t i = at(base, k);
@@ -349,6 +454,10 @@ void scan_typed(const NativeArgs& a, Combine<C> f) {
     return acc;
   };
   auto total = [&](int64_t base, int64_t lo, int64_t hi) {
+    if constexpr (std::is_same_v<Stored, C> && std::is_floating_point_v<C>) {
+      if (f.op == ScanOp::Sum && !a.reverse && st == 1 && have_avx2())
+        return sum_avx2(in + base + lo, hi - lo);
+    }
     C acc = f.identity;
     for (int64_t k = lo; k < hi; ++k) acc = f(acc, E::load(in[at(base, k)]));
     return acc;
@@ -406,23 +515,26 @@ void gather_typed(const NativeArgs& a) {
   const int64_t* idx = static_cast<const int64_t*>(a.buffers[1]->host_ptr());
   U* out = static_cast<U*>(a.buffers[2]->host_ptr());
   int64_t n = a.n, m = a.m, in = a.inner;
-  int64_t total = a.outer * m;  // (o, j) pairs, each a run of `inner` elements
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, total, std::max<int64_t>(1, 4096 / in)),
-                    [&](const tbb::blocked_range<int64_t>& r) {
-                      for (int64_t p = r.begin(); p < r.end(); ++p) {
-                        int64_t o = p / m, j = p % m;
-                        U* dst = out + p * in;
+  // Blocks of (o, j) pairs, each pair a run of `inner` elements; no division per element.
+  int64_t grain = std::max<int64_t>(1, 8192 / in);
+  tbb::parallel_for(tbb::blocked_range2d<int64_t>(0, a.outer, 1, 0, m, grain),
+                    [&](const tbb::blocked_range2d<int64_t>& r) {
+                      for (int64_t o = r.rows().begin(); o < r.rows().end(); ++o) {
                         const U* row = src + o * n * in;
-                        if (a.shared_index) {
-                          const U* from = row + clamp_index(idx[j], n) * in;
-                          if (in == 1)
-                            *dst = *from;
-                          else
-                            std::memcpy(dst, from, sizeof(U) * in);
+                        int64_t j0 = r.cols().begin(), j1 = r.cols().end();
+                        U* dst = out + (o * m + j0) * in;
+                        if (a.shared_index && in == 1) {
+                          for (int64_t j = j0; j < j1; ++j)
+                            dst[j - j0] = row[clamp_index(idx[j], n)];
+                        } else if (a.shared_index) {
+                          for (int64_t j = j0; j < j1; ++j)
+                            std::memcpy(dst + (j - j0) * in, row + clamp_index(idx[j], n) * in,
+                                        sizeof(U) * in);
                         } else {
-                          const int64_t* ix = idx + p * in;
-                          for (int64_t q = 0; q < in; ++q)
-                            dst[q] = row[clamp_index(ix[q], n) * in + q];
+                          const int64_t* ix = idx + (o * m + j0) * in;
+                          for (int64_t j = 0; j < j1 - j0; ++j)
+                            for (int64_t q = 0; q < in; ++q)
+                              dst[j * in + q] = row[clamp_index(ix[j * in + q], n) * in + q];
                         }
                       }
                     });
@@ -438,28 +550,29 @@ void gather(const NativeArgs& a) {
   }
 }
 
-// Adds into acc (the compute type) the updates whose destination element lies in [lo, hi)
-// (flat indices of the output), in index order.
+// Adds into acc (the compute type) the updates of rows [o0, o1) x inner positions [q0, q1), in
+// index order (the reference's order, so float results agree bitwise).
 template <class Stored, class E, class C>
-void scatter_range(const NativeArgs& a, C* acc, int64_t lo, int64_t hi) {
+void scatter_rows(const NativeArgs& a, C* acc, int64_t o0, int64_t o1, int64_t q0, int64_t q1) {
   const int64_t* idx = static_cast<const int64_t*>(a.buffers[1]->host_ptr());
   const Stored* upd = static_cast<const Stored*>(a.buffers[2]->host_ptr());
   Combine<C> add{ScanOp::Sum, C(0)};
   int64_t n = a.n, m = a.m, in = a.inner;
-  for (int64_t o = 0; o < a.outer; ++o) {
-    int64_t row = o * n * in;
-    if (row + n * in <= lo || row >= hi) continue;
-    for (int64_t j = 0; j < m; ++j)
-      for (int64_t q = 0; q < in; ++q) {
-        int64_t u = (o * m + j) * in + q;
-        int64_t e = row + clamp_index(a.shared_index ? idx[j] : idx[u], n) * in + q;
-        if (e >= lo && e < hi) {
-          if constexpr (std::is_same_v<C, uint8_t>)
-            acc[e] = acc[e] | E::load(upd[u]);  // bool
-          else
-            acc[e] = add(acc[e], E::load(upd[u]));
-        }
+  for (int64_t o = o0; o < o1; ++o) {
+    C* row = acc + o * n * in;
+    const Stored* u = upd + o * m * in;
+    for (int64_t j = 0; j < m; ++j) {
+      const int64_t* ix = a.shared_index ? nullptr : idx + (o * m + j) * in;
+      int64_t shared = a.shared_index ? clamp_index(idx[j], n) * in : 0;
+      for (int64_t q = q0; q < q1; ++q) {
+        int64_t e = a.shared_index ? shared + q : clamp_index(ix[q], n) * in + q;
+        C v = E::load(u[j * in + q]);
+        if constexpr (std::is_same_v<C, uint8_t>)
+          row[e] = row[e] | v;  // bool
+        else
+          row[e] = add(row[e], v);
       }
+    }
   }
 }
 
@@ -479,13 +592,19 @@ void scatter_typed(const NativeArgs& a) {
     for (int64_t e = 0; e < total; ++e) wide[e] = E::load(base[e]);
     acc = wide.data();
   }
-  int parts = a.outer * a.m * a.inner >= kParallelRow ? threads() : 1;
-  if (parts == 1)
-    scatter_range<Stored, E, C>(a, acc, 0, total);
+  // Rows (and inner positions) are independent; one row's updates run in order.
+  if (a.outer >= threads())
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, a.outer),
+                      [&](const tbb::blocked_range<int64_t>& r) {
+                        scatter_rows<Stored, E, C>(a, acc, r.begin(), r.end(), 0, a.inner);
+                      });
+  else if (a.inner >= 64 * threads())
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, a.inner, 64),
+                      [&](const tbb::blocked_range<int64_t>& r) {
+                        scatter_rows<Stored, E, C>(a, acc, 0, a.outer, r.begin(), r.end());
+                      });
   else
-    tbb::parallel_for(0, parts, [&](int p) {
-      scatter_range<Stored, E, C>(a, acc, total * p / parts, total * (p + 1) / parts);
-    });
+    scatter_rows<Stored, E, C>(a, acc, 0, a.outer, 0, a.inner);
   if constexpr (!std::is_same_v<Stored, C>)
     for (int64_t e = 0; e < total; ++e) out[e] = E::store(wide[e]);
 }

@@ -33,7 +33,7 @@ void sort_rows(const NativeArgs& a) {
       for (int64_t i = 0; i < a.n; ++i) row[i] = scalar::load(in, d, base + i * a.inner);
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
-        return scalar::sorts_before(row[x], row[y], d, a.descending);
+        return scalar::sorts_before(row[x], row[y], d, a.descending, a.op == Op::Sort);
       });
       for (int64_t i = 0; i < a.n; ++i) {
         if (a.op == Op::Sort)

@@ -1,0 +1,143 @@
+// The native primitives on cpu against NumPy, in one run: sort, argsort, cumsum, take with
+// random indices and scatter_add (np.bincount with weights) of 2^20 float32, each the fastest
+// of `reps` eager evaluations, beside NumPy's fastest on the same sizes (benchmarks/peers/
+// native_numpy.py, run before and after Kiln's cases; the faster of its two runs counts) and
+// the copy bound (the faster of one memcpy and a copy split across the threads).
+// Goals (issue 20): sort <= 1x NumPy, argsort <= 1x, take <= 1.5x, scatter_add <= 2x
+// bincount, cumsum >= 70% of copy bandwidth.
+//   build/benchmarks/bench_native [python] [reps] [n]   (python: ~/peers/bin/python)
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln.h"
+
+using namespace kiln;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double best_ms(int reps, const std::function<void()>& f) {
+  f();
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+// NumPy's best time per case from one run of the peer script; empty when it cannot run.
+std::map<std::string, double> numpy_times(const std::string& python, int reps, int64_t n,
+                                          std::string& version) {
+  std::map<std::string, double> r;
+  std::string cmd = python + " " + KILN_SOURCE_DIR "/benchmarks/peers/native_numpy.py " +
+                    std::to_string(n) + " " + std::to_string(reps) + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char line[512], name[128];
+  double ms = 0;
+  while (std::fgets(line, sizeof line, p)) {
+    if (std::strncmp(line, "ready numpy ", 12) == 0) {
+      version = line + 12;
+      version.erase(version.find_last_not_of("\r\n") + 1);
+    } else if (std::sscanf(line, "%127s best_ms %lf", name, &ms) == 2) {
+      r[name] = ms;
+    }
+  }
+  pclose(p);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* home = std::getenv("HOME");
+  std::string python = argc > 1 ? argv[1] : std::string(home ? home : "") + "/peers/bin/python";
+  int reps = argc > 2 ? std::atoi(argv[2]) : 20;
+  int64_t n = argc > 3 ? std::atoll(argv[3]) : int64_t(1) << 20;
+
+  std::string version;
+  std::map<std::string, double> np1 = numpy_times(python, reps, n, version);
+
+  std::mt19937_64 rng(0);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int64_t> pick(0, n - 1);
+  std::vector<float> xv(n);
+  std::vector<int64_t> iv(n);
+  for (float& v : xv) v = normal(rng);
+  for (int64_t& v : iv) v = pick(rng);
+  Device cpu = device("cpu");
+  Array x = array(xv, {n}, float32, cpu);
+  Array idx = array(iv, {n}, int64, cpu);
+  Array zero = zeros({n}, float32, cpu);
+  eval({x, idx, zero});
+  StreamScope scope(cpu);
+
+  std::map<std::string, double> kiln;
+  kiln["sort"] = best_ms(reps, [&] { eval(sort(x)); });
+  kiln["argsort"] = best_ms(reps, [&] { eval(argsort(x)); });
+  kiln["cumsum"] = best_ms(reps, [&] { eval(cumsum(x, 0)); });
+  kiln["take"] = best_ms(reps, [&] { eval(take(x, idx, 0)); });
+  kiln["scatter_add"] = best_ms(reps, [&] { eval(scatter_add(zero, idx, x, 0)); });
+  // The copy bound: the same bytes read and written, by one memcpy or by every thread.
+  std::vector<float> dst(n);
+  double copy1 = best_ms(reps, [&] { std::memcpy(dst.data(), xv.data(), n * sizeof(float)); });
+  int parts = tbb::this_task_arena::max_concurrency();
+  double copyp = best_ms(reps, [&] {
+    tbb::parallel_for(0, parts, [&](int p) {
+      int64_t lo = n * p / parts, hi = n * (p + 1) / parts;
+      std::memcpy(dst.data() + lo, xv.data() + lo, (hi - lo) * sizeof(float));
+    });
+  });
+  double copy = std::min(copy1, copyp);
+
+  std::map<std::string, double> np2 = numpy_times(python, reps, n, version);
+  auto numpy = [&](const std::string& c) {
+    double a = np1.count(c) ? np1[c] : 1e30, b = np2.count(c) ? np2[c] : 1e30;
+    return std::min(a, b);
+  };
+
+  std::printf("native primitives on %s, n = %lld float32, fastest of %d; NumPy %s\n",
+              cpu.str().c_str(), static_cast<long long>(n), reps,
+              version.empty() ? "(not found: give the python with numpy)" : version.c_str());
+  std::printf("%-12s %10s %10s %8s %8s  %s\n", "case", "kiln ms", "numpy ms", "ratio", "goal",
+              "numpy call");
+  struct Row {
+    const char* name;
+    const char* np;
+    double goal;
+    const char* call;
+  };
+  for (Row r : {Row{"sort", "sort", 1.0, "np.sort(x)"},
+                Row{"argsort", "argsort", 1.0, "np.argsort(x) (not stable)"},
+                Row{"argsort", "argsort_stable", 1.0, "np.argsort(x, kind='stable')"},
+                Row{"take", "take", 1.5, "np.take(x, idx)"},
+                Row{"scatter_add", "scatter_add", 2.0, "np.bincount(idx, x, minlength=n)"},
+                Row{"cumsum", "cumsum", 0, "np.cumsum(x)"}}) {
+    double k = kiln[r.name], p = numpy(r.np);
+    bool have = p < 1e29;
+    std::printf("%-12s %10.3f %10s %7.2fx %8s  %s\n", r.name, k,
+                have ? std::to_string(p).substr(0, 7).c_str() : "-", have ? k / p : 0.0,
+                r.goal > 0 ? ("<= " + std::to_string(r.goal).substr(0, 3) + "x").c_str() : "",
+                r.call);
+  }
+  double bytes = 2.0 * n * sizeof(float);
+  std::printf("\ncopy of the same bytes: %.3f ms (%.1f GB/s; memcpy %.3f ms, %d threads %.3f ms)\n",
+              copy, bytes / copy / 1e6, copy1, parts, copyp);
+  std::printf("cumsum: %.3f ms = %.0f%% of copy bandwidth (goal >= 70%%); NumPy's %.0f%%\n",
+              kiln["cumsum"], 100 * copy / kiln["cumsum"], 100 * copy / numpy("cumsum"));
+  return 0;
+}
