@@ -380,26 +380,23 @@ void def_composites(nb::module_& m) {
         return softmax(x, axes, S(s));
       },
       "a"_a, "axis"_a = nb::none(), nb::kw_only(), "precise"_a = false, "stream"_a = nb::none());
-  for (bool is_sum : {true, false})
+  // The scans are native primitives with MLX's reverse and inclusive.
+  using ScanFn = Array (*)(const Array&, int, bool, bool, StreamOrDevice);
+  static const std::pair<const char*, ScanFn> scans[] = {
+      {"cumsum", [](const Array& x, int ax, bool r, bool i,
+                    StreamOrDevice s) { return cumsum(x, ax, r, i, s); }},
+      {"cumprod", [](const Array& x, int ax, bool r, bool i,
+                     StreamOrDevice s) { return cumprod(x, ax, r, i, s); }},
+      {"cummax", cummax},
+      {"cummin", cummin},
+      {"logcumsumexp", logcumsumexp}};
+  for (const auto& [name, fn] : scans)
     m.def(
-        is_sum ? "cumsum" : "cumprod",
-        [is_sum](nb::handle a, nb::handle axis, bool reverse, bool inclusive, nb::handle s) {
+        name,
+        [fn = fn](nb::handle a, nb::handle axis, bool reverse, bool inclusive, nb::handle s) {
           auto sod = S(s);
           auto [x, ax] = flat_or_axis(A(a), axis, 0, sod);
-          if (reverse) {
-            int n = static_cast<int>(x.ndim());
-            int k = ax < 0 ? ax + n : ax;
-            std::vector<int64_t> st(n, 0), sp(n), step(n, 1);
-            for (int i = 0; i < n; ++i) sp[i] = x.shape(i);
-            st[k] = -1, sp[k] = -x.shape(k) - 1, step[k] = -1;
-            x = slice(x, st, sp, step, sod);
-            Array r = is_sum ? cumsum(x, ax, sod) : cumprod(x, ax, sod);
-            if (!inclusive) r = is_sum ? subtract(r, x, sod) : divide(r, x, sod);
-            return slice(r, st, sp, step, sod);
-          }
-          Array r = is_sum ? cumsum(x, ax, sod) : cumprod(x, ax, sod);
-          if (!inclusive) r = is_sum ? subtract(r, x, sod) : divide(r, x, sod);
-          return r;
+          return fn(x, ax, reverse, inclusive, sod);
         },
         "a"_a, "axis"_a = nb::none(), nb::kw_only(), "reverse"_a = false, "inclusive"_a = true,
         "stream"_a = nb::none());

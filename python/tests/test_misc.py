@@ -108,3 +108,22 @@ def test_ctrl_c_during_a_long_eval_raises_promptly_and_leaves_kiln_usable():
         mx.eval(y)
     assert time.perf_counter() - start < 5
     assert (mx.ones((2,)) + 1).tolist() == [2.0, 2.0]
+
+
+def test_native_scans_sorts_and_gathers_match_numpy():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(1000).astype(np.float32)
+    x[[3, 500]] = 0
+    a = mx.array(x)
+    assert np.array_equal(np.array(mx.sort(a)), np.sort(x))
+    assert np.array_equal(np.array(mx.argsort(a)), np.argsort(x, kind="stable"))
+    assert np.allclose(np.array(mx.cumsum(a, reverse=True)), np.cumsum(x[::-1])[::-1], atol=1e-3)
+    # exclusive cumprod through zeros: the product of the elements before each place
+    want = np.concatenate([[1], np.cumprod(x[:-1], dtype=np.float64)]).astype(np.float32)
+    assert np.allclose(np.array(mx.cumprod(a, inclusive=False)), want)
+    assert np.array_equal(np.array(mx.cummax(a)), np.maximum.accumulate(x))
+    assert np.array_equal(np.array(mx.cummin(a, reverse=True)), np.minimum.accumulate(x[::-1])[::-1])
+    assert np.allclose(np.array(mx.logcumsumexp(a)), np.logaddexp.accumulate(x.astype(np.float64)),
+                       rtol=1e-5, atol=1e-5)
+    idx = rng.integers(-1000, 1000, 300)
+    assert np.array_equal(np.array(mx.take(a, mx.array(idx))), np.take(x, idx))
