@@ -17,8 +17,16 @@ void check_native_args(const NativeArgs& a, const std::vector<size_t>& bytes) {
     throw_error("internal: ", native_name(a), " got ", a.buffers.size(), " buffers, needs ", want);
   if (a.outer < 0 || a.n < 0 || a.inner < 0 || a.m < 0)
     throw_error("internal: ", native_name(a), " with a negative extent");
-  size_t d = a.dtype.size(), rows = static_cast<size_t>(a.outer * a.inner);
-  size_t full = rows * static_cast<size_t>(a.n), picked = rows * static_cast<size_t>(a.m);
+  // Products checked for overflow: an artifact's extents are untrusted.
+  auto times = [&](size_t x, int64_t y) {
+    size_t r;
+    if (__builtin_mul_overflow(x, static_cast<size_t>(y), &r) || r > (size_t(1) << 62))
+      throw_error("internal: ", native_name(a), " extents overflow");
+    return r;
+  };
+  size_t d = a.dtype.size(), rows = times(static_cast<size_t>(a.outer), a.inner);
+  size_t full = times(times(rows, a.n), 8), picked = times(times(rows, a.m), 8);
+  full /= 8, picked /= 8;
   size_t idx = a.shared_index ? static_cast<size_t>(a.m) : picked;
   std::vector<size_t> need;
   switch (a.op) {
