@@ -636,14 +636,18 @@ void run_native(const NativeArgs& a) {
   }
   check_native_args(a, bytes);
   if (a.outer * a.inner == 0) return;
-  switch (a.op) {
-    case Op::Sort:
-    case Op::Argsort: return sort(a);
-    case Op::Scan: return scan(a);
-    case Op::Gather: return gather(a);
-    case Op::ScatterAdd: return scatter_add(a);
-    default: throw_error("internal: ", op_name(a.op), " is not a native primitive");
-  }
+  if (!is_native(a.op)) throw_error("internal: ", op_name(a.op), " is not a native primitive");
+  // Isolated: a thread waiting inside these parallel loops must not pick up other work of the
+  // arena (another plan's sort would reuse this thread's scratch rows).
+  tbb::this_task_arena::isolate([&] {
+    switch (a.op) {
+      case Op::Sort:
+      case Op::Argsort: return sort(a);
+      case Op::Scan: return scan(a);
+      case Op::Gather: return gather(a);
+      default: return scatter_add(a);
+    }
+  });
 }
 
 }  // namespace kiln::cpu
