@@ -449,6 +449,21 @@ void def_composites(nb::module_& m) {
       },
       "a"_a, "indices"_a, "updates"_a, "axis"_a = 0, nb::kw_only(), "stream"_a = nb::none());
   m.def(
+      "scatter_add_along_axis",
+      [](nb::handle a, nb::handle idx, nb::handle upd, int axis, nb::handle s) {
+        return scatter_add_along_axis(A(a), A(idx), A(upd), axis, S(s));
+      },
+      "a"_a, "indices"_a, "updates"_a, "axis"_a, nb::kw_only(), "stream"_a = nb::none());
+  for (bool arg : {false, true})
+    m.def(
+        arg ? "argpartition" : "partition",
+        [arg](nb::handle a, int kth, nb::handle axis, nb::handle s) {
+          auto sod = S(s);
+          auto [x, ax] = flat_or_axis(A(a), axis, -1, sod);
+          return arg ? argpartition(x, kth, ax, sod) : partition(x, kth, ax, sod);
+        },
+        "a"_a, "kth"_a, "axis"_a = -1, nb::kw_only(), "stream"_a = nb::none());
+  m.def(
       "one_hot",
       [](nb::handle idx, int64_t depth, nb::handle dtype, nb::handle s) {
         return one_hot(A(idx), depth, dtype.is_none() ? float32 : to_dtype(dtype), S(s));

@@ -171,3 +171,18 @@ def test_integer_and_bitwise_operators_match_numpy():
     np.testing.assert_array_equal(np.array(r), x % y)
     with pytest.raises(ValueError):
         mx.array([1.5]) & mx.array([1.0])
+
+
+def test_native_sort_partition_and_scatter_match_numpy():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 1000)).astype(np.float32)
+    a = mx.array(x)
+    np.testing.assert_array_equal(np.array(mx.sort(a)), np.sort(x))
+    np.testing.assert_array_equal(np.array(mx.argsort(a, axis=0)), np.argsort(x, 0, kind="stable"))
+    p = np.array(mx.partition(a, 10))
+    assert (p[:, :10] <= p[:, 10:11]).all() and (p[:, 11:] >= p[:, 10:11]).all()
+    ap = np.array(mx.argpartition(a, 10))
+    np.testing.assert_array_equal(np.take_along_axis(x, ap, 1)[:, 10], p[:, 10])
+    idx = mx.array([[0, 0, 2]])
+    s = mx.scatter_add_along_axis(mx.zeros((1, 4)), idx, mx.ones((1, 3)), 1)
+    assert s.tolist() == [[2.0, 0.0, 1.0, 0.0]]
