@@ -161,8 +161,7 @@ void init_array(nb::module_& m) {
   cls.def(
       "__init__",
       [](Array* self, nb::handle val, nb::handle dtype) {
-        new (self) Array(
-            to_array(val, dtype.is_none() ? std::nullopt : std::optional<Dtype>(to_dtype(dtype))));
+        new (self) Array(to_array(val, optional_dtype(dtype)));
       },
       "val"_a, "dtype"_a = nb::none());
   cls.def_prop_ro("shape", shape_tuple)

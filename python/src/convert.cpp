@@ -169,6 +169,11 @@ Dtype to_dtype(nb::handle obj) {
   throw nb::type_error(("expected a kiln dtype (kiln.float32, ...); got a " + type).c_str());
 }
 
+std::optional<Dtype> optional_dtype(nb::handle obj) {
+  if (obj.is_none()) return std::nullopt;
+  return to_dtype(obj);
+}
+
 std::vector<int> to_axes(nb::handle obj) {
   if (nb::isinstance<nb::int_>(obj)) return {nb::cast<int>(obj)};
   std::vector<int> axes;

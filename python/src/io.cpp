@@ -84,6 +84,7 @@ void init_io(nb::module_& m) {
           nb::rv_policy::reference)
       .def("__exit__",
            [](Profile& p, nb::args) {
+             if (!p.scope) throw nb::value_error("Profile.__exit__ without __enter__");
              nb::gil_scoped_release release;
              p.events = p.scope->events();
              p.scope.reset();

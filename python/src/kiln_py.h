@@ -25,8 +25,9 @@ std::pair<Array, Array> operands(nb::handle a, nb::handle b);
 bool is_python_scalar(nb::handle obj);
 // None, a kiln.Stream, a kiln.Device or a device name ("opencl:0").
 StreamOrDevice to_stream_or_device(nb::handle obj);
-Dtype to_dtype(nb::handle obj);            // a kiln.Dtype, or its name ("float32")
-std::vector<int> to_axes(nb::handle obj);  // an int or a sequence of ints
+Dtype to_dtype(nb::handle obj);                       // a kiln.Dtype, or its name ("float32")
+std::optional<Dtype> optional_dtype(nb::handle obj);  // None, or what to_dtype takes
+std::vector<int> to_axes(nb::handle obj);             // an int or a sequence of ints
 
 void init_dtypes(nb::module_& m);
 void init_array(nb::module_& m);

@@ -42,21 +42,22 @@ void def_binary(nb::module_& m, const char* name, Binary f) {
 }
 
 // MLX reductions: axis None (every axis), an int or a sequence of ints.
-using Reduce = Array (*)(const Array&, const std::vector<int>&, bool, StreamOrDevice);
-Array all_axes_of(Reduce f, const Array& a, nb::handle axis, bool keepdims, StreamOrDevice s) {
-  std::vector<int> axes;
-  if (axis.is_none())
-    for (int i = 0; i < a.ndim(); ++i) axes.push_back(i);
-  else
-    axes = to_axes(axis);
-  return f(a, axes, keepdims, std::move(s));
+// MLX's `axis=None` for reductions and softmax: every axis.
+std::vector<int> axes_or_all(const Array& a, nb::handle axis) {
+  if (!axis.is_none()) return to_axes(axis);
+  std::vector<int> axes(static_cast<size_t>(a.ndim()));
+  for (int i = 0; i < a.ndim(); ++i) axes[static_cast<size_t>(i)] = i;
+  return axes;
 }
+
+using Reduce = Array (*)(const Array&, const std::vector<int>&, bool, StreamOrDevice);
 
 void def_reduce(nb::module_& m, const char* name, Reduce f) {
   m.def(
       name,
       [f](nb::handle a, nb::handle axis, bool keepdims, nb::handle stream) {
-        return all_axes_of(f, A(a), axis, keepdims, S(stream));
+        Array x = A(a);
+        return f(x, axes_or_all(x, axis), keepdims, S(stream));
       },
       "a"_a, "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(), "stream"_a = nb::none());
 }
@@ -73,20 +74,15 @@ Array arg_reduce(bool is_max, const Array& a, nb::handle axis, bool keepdims, St
 }
 
 // Ops with an optional axis that flatten first when it is None (take, sort, cumsum, ...).
-std::pair<Array, int> flat_or_axis(const Array& a, nb::handle axis, int fallback,
-                                   const StreamOrDevice& s) {
+std::pair<Array, int> flat_or_axis(const Array& a, nb::handle axis, const StreamOrDevice& s) {
   if (axis.is_none()) return {reshape(a, {-1}, s), 0};
-  (void)fallback;
   return {a, nb::cast<int>(axis)};
 }
 
 void def_creation(nb::module_& m) {
   // kiln.array itself is the class (array.cpp); asarray is the same conversion.
   m.def(
-      "asarray",
-      [](nb::handle v, nb::handle dtype) {
-        return to_array(v, dtype.is_none() ? std::nullopt : std::optional<Dtype>(to_dtype(dtype)));
-      },
+      "asarray", [](nb::handle v, nb::handle dtype) { return to_array(v, optional_dtype(dtype)); },
       "val"_a, "dtype"_a = nb::none());
   m.def(
       "zeros",
@@ -241,11 +237,7 @@ void def_reductions(nb::module_& m) {
         is_std ? "std" : "var",
         [is_std](nb::handle a, nb::handle axis, bool keepdims, int ddof, nb::handle s) {
           Array x = A(a);
-          std::vector<int> axes;
-          if (axis.is_none())
-            for (int i = 0; i < x.ndim(); ++i) axes.push_back(i);
-          else
-            axes = to_axes(axis);
+          std::vector<int> axes = axes_or_all(x, axis);
           return is_std ? kiln::std(x, axes, keepdims, ddof, S(s))
                         : var(x, axes, keepdims, ddof, S(s));
         },
@@ -371,13 +363,8 @@ void def_composites(nb::module_& m) {
       "softmax",
       [](nb::handle a, nb::handle axis, bool precise, nb::handle s) {
         Array x = A(a);
-        std::vector<int> axes;
-        if (axis.is_none())
-          for (int i = 0; i < x.ndim(); ++i) axes.push_back(i);
-        else
-          axes = to_axes(axis);
         (void)precise;  // Kiln computes half types in float32 already
-        return softmax(x, axes, S(s));
+        return softmax(x, axes_or_all(x, axis), S(s));
       },
       "a"_a, "axis"_a = nb::none(), nb::kw_only(), "precise"_a = false, "stream"_a = nb::none());
   // The scans are native primitives with MLX's reverse and inclusive.
@@ -395,7 +382,7 @@ void def_composites(nb::module_& m) {
         name,
         [fn = fn](nb::handle a, nb::handle axis, bool reverse, bool inclusive, nb::handle s) {
           auto sod = S(s);
-          auto [x, ax] = flat_or_axis(A(a), axis, 0, sod);
+          auto [x, ax] = flat_or_axis(A(a), axis, sod);
           return fn(x, ax, reverse, inclusive, sod);
         },
         "a"_a, "axis"_a = nb::none(), nb::kw_only(), "reverse"_a = false, "inclusive"_a = true,
@@ -404,7 +391,7 @@ void def_composites(nb::module_& m) {
       "take",
       [](nb::handle a, nb::handle idx, nb::handle axis, nb::handle s) {
         auto sod = S(s);
-        auto [x, ax] = flat_or_axis(A(a), axis, 0, sod);
+        auto [x, ax] = flat_or_axis(A(a), axis, sod);
         return take(x, A(idx), ax, sod);
       },
       "a"_a, "indices"_a, "axis"_a = nb::none(), nb::kw_only(), "stream"_a = nb::none());
@@ -423,7 +410,7 @@ void def_composites(nb::module_& m) {
         arg ? "argsort" : "sort",
         [arg](nb::handle a, nb::handle axis, nb::handle s) {
           auto sod = S(s);
-          auto [x, ax] = flat_or_axis(A(a), axis, -1, sod);
+          auto [x, ax] = flat_or_axis(A(a), axis, sod);
           return arg ? argsort(x, ax, sod) : sort(x, ax, sod);
         },
         "a"_a, "axis"_a = -1, nb::kw_only(), "stream"_a = nb::none());
@@ -459,7 +446,7 @@ void def_composites(nb::module_& m) {
         arg ? "argpartition" : "partition",
         [arg](nb::handle a, int kth, nb::handle axis, nb::handle s) {
           auto sod = S(s);
-          auto [x, ax] = flat_or_axis(A(a), axis, -1, sod);
+          auto [x, ax] = flat_or_axis(A(a), axis, sod);
           return arg ? argpartition(x, kth, ax, sod) : partition(x, kth, ax, sod);
         },
         "a"_a, "kth"_a, "axis"_a = -1, nb::kw_only(), "stream"_a = nb::none());

@@ -91,6 +91,8 @@ def test_profile_and_dot(tmp_path):
         p.write_chrome_trace(tmp_path / "t.json")
     assert p.events and all(e["end_ns"] >= e["start_ns"] for e in p.events)
     assert (tmp_path / "t.json").read_text().startswith(("[", "{"))
+    with pytest.raises(ValueError, match="without __enter__"):
+        mx._kiln.Profile().__exit__(None, None, None)  # was a null dereference
     out = io.StringIO()
     mx.export_to_dot(out, mx.exp(mx.ones((2,))) + 1)
     assert out.getvalue().startswith("digraph") and "exp" in out.getvalue()
