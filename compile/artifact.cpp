@@ -3,6 +3,7 @@
 // checks the version, the checksum, every field and every index, rebuilds the Plan, validates
 // each kernel, and finally renders the text form again and requires it to equal the file's.
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "backends/kernel_text.h"
@@ -546,7 +547,22 @@ std::shared_ptr<AotState> read_artifact(std::string_view text, const std::string
                 ": the text form differs from what Kiln writes for the plan it describes "
                 "(hand-edited?)");
   }
-  // Devices: remapped ones replaced, then every device must be usable here.
+  // Devices: remapped ones replaced, then every device must be usable here. A remap naming a
+  // device the artifact does not place work on is a mistake (a misspelt name would otherwise
+  // leave the work where it was).
+  std::set<std::string> placed;
+  for (const LaneSpec& l : p.lanes)
+    if (l.origin != StreamOrigin::Default) placed.insert(l.stream.device.str());
+  for (const auto& [from, to] : remap)
+    if (!placed.count(from)) {
+      std::string names;
+      for (const std::string& n : placed) names += (names.empty() ? "" : ", ") + n;
+      throw Error(source + ": cannot remap " + from + ": the artifact places no work on it (" +
+                  (names.empty() ? std::string("it places work on no device; everything follows "
+                                               "the caller's stream")
+                                 : "it places work on " + names) +
+                  ")");
+    }
   bool remapped = false;
   for (LaneSpec& l : p.lanes) {
     if (l.origin == StreamOrigin::Default) continue;

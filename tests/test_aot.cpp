@@ -308,6 +308,12 @@ TEST(Artifact, DevicesTheMachineLacksMustBeRemapped) {
         Executable::from_artifact(elsewhere, {{"nosuchdev:0", "nope:3"}});
       },
       {"cannot remap", "nope:3"});
+  // A remap of a device the artifact does not use (a misspelt name) says which ones it uses.
+  expect_error(
+      [&] {
+        Executable::from_artifact(elsewhere, {{"nosuchdev:1", "cpu:0"}});
+      },
+      {"cannot remap nosuchdev:1", "places no work on it", "nosuchdev:0"});
 }
 
 #ifdef KILN_CLI_PATH
