@@ -5,10 +5,12 @@ devices by name, ``compute_on`` and ahead-of-time lowering follow JAX. See READM
 section and docs/python.md for the differences.
 """
 
+import atexit as _atexit
 import builtins as _builtins
 import contextlib as _contextlib
 import functools as _functools
 import os as _os
+import weakref as _weakref
 
 from . import _kiln
 from ._kiln import *  # noqa: F401,F403  (the C++ bindings: array, ops, devices, eval, ...)
@@ -101,3 +103,22 @@ def profile():
 
 
 from . import random  # noqa: E402  (needs the names above)
+
+
+# Schedulers still open at exit finish their jobs while the interpreter can still run them (their
+# workers take the GIL; past atexit they no longer could).
+_open_schedulers = _weakref.WeakSet()
+
+
+class Scheduler(_kiln.Scheduler):
+    __doc__ = _kiln.Scheduler.__doc__
+
+    def __init__(self, capacity=1024, workers=0):
+        super().__init__(capacity, workers)
+        _open_schedulers.add(self)
+
+
+@_atexit.register
+def _close_schedulers():
+    for s in list(_open_schedulers):
+        s.close()

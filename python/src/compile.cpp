@@ -7,7 +7,9 @@
 #include <nanobind/stl/string.h>
 
 #include <mutex>
+#include <optional>
 
+#include "aot.h"
 #include "graph/trace_state.h"
 #include "tree.h"
 
@@ -108,25 +110,32 @@ struct PyCompiled {
     return *entries.back();
   }
 
-  nb::object call(nb::args args, nb::kwargs kwargs) {
-    // Inside a trace, a transform or with compile disabled the function runs as Python.
-    if (!compile_enabled() || is_tracing() || in_transform()) return fun(*args, **kwargs);
-    Flat flat;
-    Entry* found = fast_entry(args, kwargs, flat);
-    if (!found) {
-      flat = flatten(nb::make_tuple(args, kwargs), Leaves::Constants, "compile: an argument");
-      // The captured inputs' shape is part of the key: a trace serves one shape of the state.
-      Flat state_in{{}, nb::none()};
-      if (!inputs.is_none()) state_in = flatten(inputs, Leaves::Arrays, "inputs");
-      found = &entry_for(nb::make_tuple(flat.structure, state_in.structure));
-      bool all_arrays = true;
-      for (nb::handle h : args) all_arrays = all_arrays && nb::isinstance<Array>(h);
-      if (inputs.is_none() && kwargs.size() == 0 && all_arrays) remember_fast(args.size(), found);
-    }
-    Entry& e = *found;
-    bool stateful = !inputs.is_none() || !outputs.is_none();
+  // The entry for these arguments (tracing nothing yet), their arrays in `flat`.
+  Entry& entry_for_args(const nb::args& args, const nb::kwargs& kwargs, Flat& flat,
+                        bool full_structure) {
+    if (!full_structure)
+      if (Entry* found = fast_entry(args, kwargs, flat)) return *found;
+    flat = flatten(nb::make_tuple(args, kwargs), Leaves::Constants, "compile: an argument");
+    // The captured inputs' shape is part of the key: a trace serves one shape of the state.
+    Flat state_in{{}, nb::none()};
+    if (!inputs.is_none()) state_in = flatten(inputs, Leaves::Arrays, "inputs");
+    Entry& e = entry_for(nb::make_tuple(flat.structure, state_in.structure));
+    bool all_arrays = true;
+    for (nb::handle h : args) all_arrays = all_arrays && nb::isinstance<Array>(h);
+    if (inputs.is_none() && kwargs.size() == 0 && all_arrays) remember_fast(args.size(), &e);
+    return e;
+  }
+
+  bool stateful() const { return !inputs.is_none() || !outputs.is_none(); }
+
+  // Runs `fn` (the C++ function, its lowering, or an executable of it) with the GIL released,
+  // the captured inputs loaded into the containers C++ reads; afterwards writes `outputs` back
+  // in the tree `write_back` (the one the trace left), unless it is null. A Python exception
+  // raised by a trace inside `fn` propagates unchanged.
+  std::vector<Array> run(const std::vector<Array>& args, const ArrayFn& fn,
+                         const nb::object* write_back) {
     std::unique_lock<std::mutex> lock(state_mu, std::defer_lock);
-    if (stateful) {
+    if (stateful()) {
       nb::gil_scoped_release release;
       lock.lock();
     }
@@ -134,23 +143,64 @@ struct PyCompiled {
     if (!outputs.is_none()) out_state = flatten(outputs, Leaves::Arrays, "outputs").arrays;
     std::vector<Array> result;
     bool failed_in_python = false;
-    {
+    try {
       nb::gil_scoped_release release;
       try {
-        result = e.cf(flat.arrays);
+        result = fn(args);
       } catch (const PythonErrorInTrace&) {
         failed_in_python = true;
       }
+    } catch (...) {
+      in_state.clear();
+      out_state.clear();
+      throw;
     }
     if (failed_in_python) {
+      in_state.clear();
+      out_state.clear();
       std::unique_ptr<nb::python_error> err = std::move(trace_error);
       err->restore();
       throw nb::python_error();
     }
-    if (!outputs.is_none()) replace_contents(outputs, unflatten(e.state_structure, out_state));
+    if (!outputs.is_none() && write_back)
+      replace_contents(outputs, unflatten(*write_back, out_state));
     in_state.clear();
     out_state.clear();
+    return result;
+  }
+
+  nb::object call(nb::args args, nb::kwargs kwargs) {
+    // Inside a trace, a transform or with compile disabled the function runs as Python.
+    if (!compile_enabled() || is_tracing() || in_transform()) return fun(*args, **kwargs);
+    Flat flat;
+    Entry& e = entry_for_args(args, kwargs, flat, false);
+    std::vector<Array> result = run(
+        flat.arrays, [&](const std::vector<Array>& a) { return e.cf(a); }, &e.state_structure);
     return unflatten(e.out_structure, result);
+  }
+
+  // f.lower(*args): traces (or takes the cached trace) and lowers; runs nothing.
+  nb::object lower(nb::handle self, nb::args args, nb::kwargs kwargs) {
+    if (is_tracing() || in_transform())
+      throw Error("lower: called inside a trace or a transform; lower outside them");
+    Flat flat;
+    Entry& e = entry_for_args(args, kwargs, flat, true);
+    std::optional<Lowered> lowered;
+    run(
+        flat.arrays,
+        [&](const std::vector<Array>& a) {
+          lowered.emplace(e.cf.lower(a));
+          return std::vector<Array>{};
+        },
+        nullptr);
+    Stage stage;
+    stage.args_structure = flat.structure;
+    stage.out_structure = e.out_structure;
+    if (stateful()) {
+      stage.owner = nb::borrow(self);
+      stage.state_structure = e.state_structure;
+    }
+    return make_lowered(std::move(*lowered), std::move(stage));
   }
 };
 
@@ -186,22 +236,30 @@ PyType_Slot slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(traverse)},
 
 }  // namespace
 
+std::vector<Array> run_with_state(const Stage& stage, const std::vector<Array>& args,
+                                  const ArrayFn& run) {
+  PyCompiled& c = nb::cast<PyCompiled&>(stage.owner);
+  if (c.fun.is_none())
+    throw Error("this executable's compiled function was cleared by the garbage collector");
+  return c.run(args, run, &stage.state_structure);
+}
+
 void init_compile(nb::module_& m) {
   // Subclassed in python/kiln/__init__.py, whose instances carry the wrapped function's
   // __name__, __doc__ and signature (functools.update_wrapper).
-  nb::class_<PyCompiled>(m, "CompiledFunction", nb::type_slots(slots))
-      .def(
-          "__init__",
-          [](PyCompiled* self, nb::object fun, nb::object inputs, nb::object outputs,
-             bool shapeless) {
-            if (!PyCallable_Check(fun.ptr())) throw nb::type_error("compile: fun is not callable");
-            new (self) PyCompiled();
-            self->fun = fun;
-            self->inputs = inputs;
-            self->outputs = outputs;
-            self->shapeless = shapeless;
-          },
-          "fun"_a, "inputs"_a = nb::none(), "outputs"_a = nb::none(), "shapeless"_a = false)
+  auto cls = nb::class_<PyCompiled>(m, "CompiledFunction", nb::type_slots(slots));
+  cls.def(
+         "__init__",
+         [](PyCompiled* self, nb::object fun, nb::object inputs, nb::object outputs,
+            bool shapeless) {
+           if (!PyCallable_Check(fun.ptr())) throw nb::type_error("compile: fun is not callable");
+           new (self) PyCompiled();
+           self->fun = fun;
+           self->inputs = inputs;
+           self->outputs = outputs;
+           self->shapeless = shapeless;
+         },
+         "fun"_a, "inputs"_a = nb::none(), "outputs"_a = nb::none(), "shapeless"_a = false)
       .def("__call__", &PyCompiled::call)
       .def_prop_ro(
           "cache_size",
@@ -211,6 +269,14 @@ void init_compile(nb::module_& m) {
             return n;
           },
           "How many times the function has been traced.");
+  cls.def(
+      "lower",
+      [](nb::handle self, nb::args args, nb::kwargs kwargs) {
+        return nb::cast<PyCompiled&>(self).lower(self, args, kwargs);
+      },
+      "Traces for these arguments (or takes the cached trace) and lowers, running nothing: a "
+      "kiln.Lowered (as_text, cost_analysis, compile). Only the arrays' dtypes and shapes and "
+      "the non-array arguments matter.");
   m.def("disable_compile", [] { disable_compile(); });
   m.def("enable_compile", [] { enable_compile(); });
   m.def("compile_enabled", [] { return compile_enabled(); });

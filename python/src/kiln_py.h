@@ -37,7 +37,10 @@ void init_indexing(nb::class_<Array>& cls);
 void init_ops(nb::module_& m);
 void init_devices(nb::module_& m);
 void init_eval(nb::module_& m);
+void init_aot(nb::module_& m);  // before init_compile, whose lower() returns a kiln.Lowered
 void init_compile(nb::module_& m);
+void init_jobs(nb::module_& m);
+void init_cli(nb::module_& m);
 void init_transforms(nb::module_& m);
 void init_random(nb::module_& m);
 void init_io(nb::module_& m);

@@ -38,7 +38,10 @@ NB_MODULE(_kiln, m) {
   init_ops(m);
   init_array_methods(m);
   init_eval(m);
+  init_aot(m);
   init_compile(m);
+  init_jobs(m);
+  init_cli(m);
   init_transforms(m);
   init_random(m);
   init_io(m);

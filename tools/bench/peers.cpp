@@ -9,8 +9,10 @@
 
 namespace kiln::bench {
 
-void run_peers(const std::vector<Case>& cases, const std::string& python, double seconds,
-               Report& r) {
+std::string source_tree_peers_script() { return KILN_SOURCE_DIR "/tools/bench/peers.py"; }
+
+void run_peers(const std::vector<Case>& cases, const std::string& python, const std::string& script,
+               double seconds, Report& r) {
   using json = nlohmann::json;
   json spec = {{"seconds", seconds}, {"cases", json::array()}};
   for (const Case& c : cases)
@@ -21,7 +23,7 @@ void run_peers(const std::vector<Case>& cases, const std::string& python, double
   if (fd < 0) throw Error("kiln bench --peers: cannot create a temporary file in /tmp");
   ::close(fd);
   std::ofstream(path) << spec.dump();
-  std::string cmd = "'" + python + "' '" KILN_SOURCE_DIR "/tools/bench/peers.py' < " + path;
+  std::string cmd = "'" + python + "' '" + script + "' < " + path;
   std::string out;
   if (FILE* p = ::popen(cmd.c_str(), "r")) {
     char buf[4096];
@@ -30,7 +32,7 @@ void run_peers(const std::vector<Case>& cases, const std::string& python, double
     int status = ::pclose(p);
     std::remove(path);
     if (status != 0 || out.empty())
-      throw Error("kiln bench --peers: '" + python + "' tools/bench/peers.py exited with status " +
+      throw Error("kiln bench --peers: '" + python + "' " + script + " exited with status " +
                   std::to_string(status) + "; pass --python with a working Python 3");
   } else {
     std::remove(path);

@@ -9,8 +9,12 @@
 
 namespace kiln::bench {
 
-// Fills r.peers and r.peers_missing. A Python that cannot run at all raises kiln::Error.
-void run_peers(const std::vector<Case>& cases, const std::string& python, double seconds,
-               Report& r);
+// Fills r.peers and r.peers_missing, running `script` (peers.py) with `python`. A Python that
+// cannot run at all raises kiln::Error.
+void run_peers(const std::vector<Case>& cases, const std::string& python, const std::string& script,
+               double seconds, Report& r);
+// peers.py in the source tree this library was built from (the kiln command's default; the
+// Python package ships its own copy).
+std::string source_tree_peers_script();
 
 }  // namespace kiln::bench
