@@ -3,8 +3,9 @@
 # hold Kiln to (docs/python.md). Not part of `make test`: it needs a checkout of MLX.
 #   tools/mlx-yardstick.sh MLX_CHECKOUT [test_compile.py ...]
 # Copies the named test files (default: test_compile.py) and mlx_tests.py from
-# MLX_CHECKOUT/python/tests into a temporary folder, rewrites `import mlx.core as mx` to
-# `import kiln as mx`, and runs them with pytest from .venv against build/python.
+# MLX_CHECKOUT/python/tests into a temporary folder, changes only their imports (mlx.core ->
+# kiln, mlx.nn -> kiln.nn, mlx.optimizers -> kiln.optimizers, mlx.utils -> kiln.utils), and runs
+# them with pytest from .venv against build/python. docs/porting-from-mlx.md has the results.
 set -euo pipefail
 mlx=${1:?usage: tools/mlx-yardstick.sh MLX_CHECKOUT [test_file.py ...]}
 shift
@@ -13,7 +14,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for f in mlx_tests.py "${files[@]}"; do
-  sed 's/^import mlx\.core as mx$/import kiln as mx/' "$mlx/python/tests/$f" > "$work/$f"
+  sed -E -e 's/^import mlx\.core as mx$/import kiln as mx/' \
+    -e 's/^import mlx\.(nn|optimizers|utils)$/import kiln as mlx, kiln.\1/' \
+    -e 's/^(import|from) mlx\.(nn|optimizers|utils)/\1 kiln.\2/' "$mlx/python/tests/$f" > "$work/$f"
 done
 cd "$work"
 KILN_CACHE_DIR="$root/build/tests/kernel-cache" PYTHONPATH="$root/build/python" \

@@ -1,0 +1,114 @@
+"""Pytree helpers with mlx.utils' names: map, flatten to dotted keys, rebuild, reduce.
+
+A tree is nested lists, tuples and dicts (kiln.nn.Module is a dict); everything else is a leaf.
+kiln.nn and kiln.optimizers walk parameters, gradients and optimizer state with these.
+"""
+
+from collections.abc import Callable
+
+
+def _is_container(x):
+    return isinstance(x, (list, tuple, dict))
+
+
+def _like(seq, items):
+    # A list or tuple holding `items`, of seq's kind (named tuples rebuilt as themselves).
+    if isinstance(seq, list):
+        return items
+    if hasattr(seq, "_fields"):
+        return type(seq)(*items)
+    return tuple(items) if type(seq) is tuple else type(seq)(items)
+
+
+def tree_map(fn: Callable, tree, *rest, is_leaf: Callable = None):
+    """``fn`` applied to every leaf of ``tree`` (and the matching leaves of ``rest``, which must
+    have at least ``tree``'s structure). Lists and tuples stay lists and tuples; dicts (modules
+    included) become plain dicts."""
+    if is_leaf is not None and is_leaf(tree):
+        return fn(tree, *rest)
+    if isinstance(tree, (list, tuple)):
+        out = [tree_map(fn, child, *[r[i] for r in rest], is_leaf=is_leaf)
+               for i, child in enumerate(tree)]
+        return _like(tree, out)
+    if isinstance(tree, dict):
+        return {k: tree_map(fn, child, *[r[k] for r in rest], is_leaf=is_leaf)
+                for k, child in tree.items()}
+    return fn(tree, *rest)
+
+
+def tree_map_with_path(fn: Callable, tree, *rest, is_leaf: Callable = None, path: str = None):
+    """As tree_map, with ``fn(path, leaf, *rest)`` given the leaf's dotted path."""
+    if is_leaf is not None and is_leaf(tree):
+        return fn(path, tree, *rest)
+
+    def sub(key):
+        return str(key) if path is None else f"{path}.{key}"
+
+    if isinstance(tree, (list, tuple)):
+        out = [tree_map_with_path(fn, child, *[r[i] for r in rest], is_leaf=is_leaf, path=sub(i))
+               for i, child in enumerate(tree)]
+        return _like(tree, out)
+    if isinstance(tree, dict):
+        return {k: tree_map_with_path(fn, child, *[r[k] for r in rest], is_leaf=is_leaf,
+                                      path=sub(k))
+                for k, child in tree.items()}
+    return fn(path, tree, *rest)
+
+
+def tree_flatten(tree, prefix: str = "", is_leaf: Callable = None, destination=None):
+    """The leaves as ``[("a.0.b", leaf), ...]`` (dotted paths: dict keys and list indices), or
+    into ``destination`` (a dict) when one is given. Empty containers leave nothing."""
+    out = [] if destination is None else destination
+
+    def add(path, leaf):
+        if isinstance(out, dict):
+            out[path] = leaf
+        else:
+            out.append((path, leaf))
+
+    def walk(x, path):
+        if (is_leaf is None or not is_leaf(x)) and _is_container(x):
+            items = x.items() if isinstance(x, dict) else enumerate(x)
+            for k, child in items:
+                walk(child, f"{path}.{k}" if path else str(k))
+        else:
+            add(path, x)
+
+    walk(tree, prefix[1:] if prefix.startswith(".") else prefix)
+    return out
+
+
+def tree_unflatten(tree):
+    """The nested tree of ``tree_flatten``'s output (a list of pairs or a dict): path parts that
+    are all integers at one level make a list, the others a dict."""
+    items = list(tree.items()) if isinstance(tree, dict) else list(tree)
+    if not items:
+        return {}
+    if len(items) == 1 and items[0][0] == "":
+        return items[0][1]
+    children = {}
+    for path, value in items:
+        head, _, tail = path.partition(".")
+        children.setdefault(head, []).append((tail, value))
+    if all(k.isdigit() and str(int(k)) == k for k in children):  # "01" stays a dict key
+        ordered = sorted(children.items(), key=lambda kv: int(kv[0]))
+        out = []
+        for k, sub in ordered:
+            while len(out) < int(k):
+                out.append({})  # a hole: an index with no leaves (a layer without parameters)
+            out.append(tree_unflatten(sub))
+        return out
+    return {k: tree_unflatten(sub) for k, sub in children.items()}
+
+
+def tree_reduce(fn: Callable, tree, initializer=None, is_leaf: Callable = None):
+    """``fn(accumulated, leaf)`` over the leaves in flatten order, starting from
+    ``initializer`` (the first leaf when it is None)."""
+    acc = initializer
+    started = initializer is not None
+    for _, leaf in tree_flatten(tree, is_leaf=is_leaf):
+        if started:
+            acc = fn(acc, leaf)
+        else:
+            acc, started = leaf, True
+    return acc
