@@ -112,3 +112,33 @@ def tree_reduce(fn: Callable, tree, initializer=None, is_leaf: Callable = None):
         else:
             acc, started = leaf, True
     return acc
+
+
+def tree_merge(tree_a, tree_b, merge_fn=None):
+    """One tree from two: containers are merged key by key (lists index by index); where both
+    have a leaf, ``merge_fn(a, b)`` decides, and without one that raises kiln.Error. An empty
+    container or None on one side gives the other side."""
+
+    from . import Error
+
+    def kind(t):
+        return dict if isinstance(t, dict) else list if _is_container(t) else None
+
+    for a, b in ((tree_a, tree_b), (tree_b, tree_a)):
+        if a is None or (_is_container(a) and len(a) == 0):
+            if a is not None and _is_container(b) and kind(a) != kind(b):
+                raise Error(f"tree_merge: cannot merge a {type(a).__name__} with a "
+                            f"{type(b).__name__}")
+            return tree_a if b is None or (_is_container(b) and len(b) == 0) else b
+    if isinstance(tree_a, dict) and isinstance(tree_b, dict):
+        keys = list(tree_a) + [k for k in tree_b if k not in tree_a]
+        return {k: tree_merge(tree_a.get(k), tree_b.get(k), merge_fn) for k in keys}
+    if isinstance(tree_a, (list, tuple)) and isinstance(tree_b, (list, tuple)):
+        n = max(len(tree_a), len(tree_b))
+        items = [tree_merge(tree_a[i] if i < len(tree_a) else None,
+                            tree_b[i] if i < len(tree_b) else None, merge_fn) for i in range(n)]
+        return _like(tree_a, items)
+    if merge_fn is None:
+        raise Error(f"tree_merge: both trees have a value here ({type(tree_a).__name__} and "
+                    f"{type(tree_b).__name__}); pass merge_fn to combine them")
+    return merge_fn(tree_a, tree_b)

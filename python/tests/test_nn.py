@@ -295,3 +295,16 @@ def test_sequential_and_tree_helpers():
     assert back["layers"][1] == {} and back["layers"][2]["bias"] is p["layers"][2]["bias"]
     s.update(tree_map(lambda a: a * 0, back))
     assert s(mx.ones((1, 2))).tolist() == [[0.0]]
+
+
+def test_tree_merge():
+    from kiln.utils import tree_merge
+    a = {"w": mx.ones(2), "sub": [{}, {"b": mx.zeros(1)}]}
+    b = {"sub": [{"c": mx.ones(1)}, {}], "extra": mx.zeros(3)}
+    m = tree_merge(a, b)
+    assert [k for k, _ in tree_flatten(m)] == ["w", "sub.0.c", "sub.1.b", "extra"]
+    assert tree_merge({"x": mx.ones(1)}, {"x": mx.ones(1)}, lambda p, q: p + q)["x"].item() == 2
+    with pytest.raises(mx.Error, match="pass merge_fn"):
+        tree_merge({"x": mx.ones(1)}, {"x": mx.ones(1)})
+    with pytest.raises(mx.Error, match="cannot merge a dict with a list"):
+        tree_merge({}, [])
