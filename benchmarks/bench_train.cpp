@@ -8,9 +8,14 @@
 // and the peak the cpu buffer pool measured during one step.
 //
 //   build/benchmarks/bench_train [--rounds N] [--python PATH] [--no-peers]
+//   build/benchmarks/bench_train --serve
+// --serve runs only the compiled step as a peer of benchmarks/python/bench_train_python.py (the
+// same step from Python): it prints `ready kiln`, then for each line `N` on stdin runs N steps
+// and prints `best_ms <fastest> cpu_ms <CPU per step> peak_mb <pool peak of one step>`.
 #include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -76,16 +81,22 @@ size_t bytes_of(const std::vector<Array>& v) {
 // Measured: the cpu buffer pool's peak of live bytes during one compiled step (a training
 // loop's: the previous step's arrays dropped), less what else the process holds (the eager
 // trainer, the data); the step's arguments count, as they are live while it runs.
-void measure_step_memory(Trainer& t, size_t budget) {
 #ifdef KILN_HAVE_CPU_BACKEND
+size_t step_peak_bytes(Trainer& t) {
   auto pool = cpu::BufferPool::instance();
   size_t args = bytes_of(t.model.parameters().arrays()) + bytes_of(t.optimizer.state()) +
                 t.x.nbytes() + t.y.nbytes();
-  size_t donated0 = donated_bytes();
   size_t before = pool->stats().live_bytes;
   pool->reset_peak();
   t.run(true);
-  size_t peak = pool->stats().peak_live_bytes - (before - args);
+  return pool->stats().peak_live_bytes - (before - args);
+}
+#endif
+
+void measure_step_memory(Trainer& t, size_t budget) {
+#ifdef KILN_HAVE_CPU_BACKEND
+  size_t donated0 = donated_bytes();
+  size_t peak = step_peak_bytes(t);
   std::printf(
       "  measured (cpu buffer pool): peak live during the step %.1f MB; / that = %.2f; "
       "donated %.1f MB\n",
@@ -94,6 +105,27 @@ void measure_step_memory(Trainer& t, size_t budget) {
   (void)t, (void)budget;
   std::printf("  measured: needs the cpu backend's buffer pool (not built)\n");
 #endif
+}
+
+// The compiled step as a peer process (see the header comment); returns main's exit status.
+int serve() {
+  Trainer t;
+  t.run(true);  // traced, kernels built
+  std::printf("ready kiln\n");
+  std::fflush(stdout);
+  char line[64];
+  while (std::fgets(line, sizeof line, stdin)) {
+    int reps = std::max(1, std::atoi(line));
+    Timing tm = best_of(reps, [&] { t.run(true); });
+#ifdef KILN_HAVE_CPU_BACKEND
+    double peak_mb = step_peak_bytes(t) / 1e6;
+#else
+    double peak_mb = -1;
+#endif
+    std::printf("best_ms %.4f cpu_ms %.4f peak_mb %.1f\n", tm.wall * 1e3, tm.cpu * 1e3, peak_mb);
+    std::fflush(stdout);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -114,6 +146,8 @@ int main(int argc, char** argv) {
       python = argv[++i];
     else if (a == "--no-peers")
       peers = false;
+    else if (a == "--serve")
+      return serve();
   }
   Trainer eager, fused;
   eager.run(false);  // warm: kernels built, memory pools filled

@@ -44,5 +44,6 @@ void init_cli(nb::module_& m);
 void init_transforms(nb::module_& m);
 void init_random(nb::module_& m);
 void init_io(nb::module_& m);
+void init_memory(nb::module_& m);  // memory.cpp: the cpu buffer pool's counters
 
 }  // namespace kiln::py

@@ -45,4 +45,5 @@ NB_MODULE(_kiln, m) {
   init_transforms(m);
   init_random(m);
   init_io(m);
+  init_memory(m);
 }
