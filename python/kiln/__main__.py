@@ -17,7 +17,7 @@ def main(argv=None):
     # that nothing reads until the command returns.
     if argv is None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-    peers = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bench_peers.py")
+    peers = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_peers", "peers.py")
     return _kiln._run_command(["python -m kiln"] + args, sys.executable, peers)
 
 
