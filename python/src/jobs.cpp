@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <thread>
 #include <variant>
 
 #include "kiln_py.h"
@@ -26,6 +27,7 @@ using Clock = std::chrono::steady_clock;
 // What a job holds of Python: shared by the C++ job's function and the kiln.Job, and freed with
 // the GIL taken, from whichever thread lets it go last.
 struct JobData {
+  const void* scheduler = nullptr;  // the PyScheduler it was submitted to
   nb::object fn, args_structure;
   nb::object out_structure = nb::none();  // the result's tree, set when fn returns
   nb::object python_error = nb::none();   // the exception fn raised
@@ -49,9 +51,19 @@ std::shared_ptr<JobData> make_job_data() {
   });
 }
 
+// On a worker thread: the scheduler it works for (for its whole life) and the job it runs now.
+// Waiting for either from there would wait for itself.
+thread_local const void* t_worker_of = nullptr;
+thread_local const JobData* t_running = nullptr;
+
 // The C++ function of a job: the Python callable over the job's arrays, the GIL held only here.
 Fn job_function(std::shared_ptr<JobData> data) {
   return [data](const std::vector<Array>& in) -> std::vector<Array> {
+    t_worker_of = data->scheduler;
+    struct Running {
+      explicit Running(const JobData* d) { t_running = d; }
+      ~Running() { t_running = nullptr; }
+    } running(data.get());
     nb::gil_scoped_acquire gil;
     try {
       nb::tuple args = nb::borrow<nb::tuple>(unflatten(data->args_structure, in));
@@ -105,12 +117,27 @@ PyType_Slot job_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(traverse_job
 
 struct PyScheduler {
   std::unique_ptr<Scheduler> s;
-  ~PyScheduler() { close(); }
+  ~PyScheduler() {
+    if (s && t_worker_of == this) {
+      // Freed by one of its own workers (a job held the last reference): that worker cannot
+      // wait for itself, so another thread runs the remaining jobs to their end and joins.
+      std::thread([owned = std::move(s)]() mutable { owned.reset(); }).detach();
+      return;
+    }
+    close();
+  }
   // Runs every submitted job to its end (their functions need the GIL: released meanwhile).
   void close() {
     if (!s) return;
+    not_from_own_job("close() (or leaving its `with` block)");
     nb::gil_scoped_release release;
     s.reset();
+  }
+  void not_from_own_job(const char* what) const {
+    if (t_worker_of == this && t_running)
+      throw Error(std::string("kiln.Scheduler.") + what +
+                  " inside one of its own jobs would wait for that job itself; call it from "
+                  "outside the scheduler's jobs");
   }
   Scheduler& get() {
     if (!s) throw Error("this kiln.Scheduler is closed; make a new one to submit more jobs");
@@ -120,7 +147,9 @@ struct PyScheduler {
 
 // Waits until the job ends or `timeout` seconds pass (None: no limit), in slices with the GIL
 // released; Ctrl-C cancels the job and raises KeyboardInterrupt.
-bool wait_job(const Job& job, std::optional<double> timeout) {
+bool wait_job(const Job& job, const JobData* data, std::optional<double> timeout) {
+  if (data == t_running && !job.done())
+    throw Error("Job.wait (or outputs) inside the job's own function would wait for itself");
   if (timeout && !(*timeout >= 0))
     throw Error("Job.wait: timeout is " + std::to_string(*timeout) +
                 "; give seconds >= 0, or None to wait until the job ends");
@@ -171,7 +200,7 @@ nb::object job_error(const PyJob& j) {
 }
 
 nb::object job_outputs(const PyJob& j) {
-  wait_job(j.job, std::nullopt);
+  wait_job(j.job, j.data.get(), std::nullopt);
   std::vector<Array> out;
   try {
     nb::gil_scoped_release release;
@@ -224,6 +253,7 @@ nb::object submit(PyScheduler& self, nb::handle fn, nb::handle args, nb::handle 
                              .c_str());
   Flat flat = flatten(arg_tuple, Leaves::Constants, "a job's argument");
   auto data = make_job_data();
+  data->scheduler = &self;
   data->fn = nb::borrow(fn);
   data->args_structure = flat.structure;
   JobOptions options = job_options(stream, priority, deadline, std::move(name));
@@ -251,7 +281,9 @@ void init_jobs(nb::module_& m) {
                     "A submitted job; Scheduler.submit returns it.")
       .def(
           "wait",
-          [](const PyJob& j, std::optional<double> timeout) { return wait_job(j.job, timeout); },
+          [](const PyJob& j, std::optional<double> timeout) {
+            return wait_job(j.job, j.data.get(), timeout);
+          },
           "timeout"_a = nb::none(),
           "Waits until the job ends (True) or `timeout` seconds pass (False). Ctrl-C cancels "
           "the job and raises KeyboardInterrupt.")
@@ -314,6 +346,7 @@ void init_jobs(nb::module_& m) {
       .def("wait_all",
            [](PyScheduler& self) {
              Scheduler& s = self.get();
+             self.not_from_own_job("wait_all()");
              nb::gil_scoped_release release;
              s.wait_all();
            })

@@ -5,6 +5,7 @@ Ctrl-C."""
 import _thread
 import threading
 import time
+import weakref
 from functools import partial
 
 import numpy as np
@@ -184,3 +185,34 @@ def test_misuse_raises_naming_the_problem():
         with pytest.raises(mx.Error, match="timeout"):
             j.wait(-1)
         assert j.wait(30) and j.outputs() is None
+
+
+def test_waiting_for_itself_from_inside_a_job_raises_instead_of_hanging():
+    gate, me = threading.Event(), []
+
+    def wait_for_myself():
+        gate.wait(30)
+        return me[0].outputs()
+
+    with mx.Scheduler(workers=2) as s:
+        j = s.submit(wait_for_myself)
+        me.append(j)
+        gate.set()
+        assert j.wait(30) and j.status == mx.JobStatus.failed
+        assert isinstance(j.error, mx.Error) and "wait for itself" in str(j.error)
+        for call in (s.wait_all, s.close):
+            k = s.submit(call)
+            assert k.wait(30) and k.status == mx.JobStatus.failed
+            assert "inside one of its own jobs" in str(k.error)
+        assert s.submit(lambda: mx.array(1.0)).outputs().item() == 1.0
+
+
+def test_a_scheduler_freed_by_its_own_job_finishes_without_deadlock():
+    holder = [mx.Scheduler(workers=1)]
+    gone = weakref.ref(holder[0])
+    holder[0].submit(holder.clear)  # the last reference goes on the scheduler's own worker
+    end = time.perf_counter() + 30
+    while gone() is not None and time.perf_counter() < end:
+        time.sleep(0.01)
+    assert gone() is None
+    assert (mx.ones(2) + 1).tolist() == [2.0, 2.0]
