@@ -27,8 +27,22 @@ std::string path_of(nb::handle file) {
 }
 
 // The arrays of a call, checked against the tree the executable was lowered for.
+// True, with the arrays in `out`, when every argument is an array.
+bool only_arrays(const nb::args& args, std::vector<Array>& out) {
+  for (nb::handle h : args)
+    if (!nb::isinstance<Array>(h)) return false;
+  out.reserve(args.size());
+  for (nb::handle h : args) out.push_back(nb::cast<Array>(h));
+  return true;
+}
+
 std::vector<Array> call_arrays(const Stage& stage, const nb::args& args, const nb::kwargs& kwargs) {
-  if (stage.args_structure.is_none()) {  // loaded: arrays, in the order the artifact lists them
+  std::vector<Array> arrays;
+  bool loaded = stage.args_structure.is_none();
+  if (kwargs.size() == 0 && (loaded || stage.positional_arrays == static_cast<int>(args.size())) &&
+      only_arrays(args, arrays))
+    return arrays;
+  if (loaded) {  // arrays, in the order the artifact lists them
     if (kwargs.size() != 0)
       throw Error(
           "a loaded kiln.Executable takes its arguments' arrays positionally (the artifact holds "

@@ -20,6 +20,9 @@ struct Stage {
   // loads that state, runs, and writes it back as a direct call of the function does.
   nb::object owner = nb::none();
   nb::object state_structure = nb::none();  // the `outputs` tree the trace left (with owner)
+  // The lowering's arguments were this many arrays, positionally (-1: other trees): a call like
+  // that skips building and comparing the tree, as a direct call of the function does.
+  int positional_arrays = -1;
 };
 
 // Runs `run(args)` the way a call of the stateful compiled function `stage.owner` runs its C++

@@ -196,6 +196,9 @@ struct PyCompiled {
     Stage stage;
     stage.args_structure = flat.structure;
     stage.out_structure = e.out_structure;
+    bool all_arrays = kwargs.size() == 0;
+    for (nb::handle h : args) all_arrays = all_arrays && nb::isinstance<Array>(h);
+    if (all_arrays) stage.positional_arrays = static_cast<int>(args.size());
     if (stateful()) {
       stage.owner = nb::borrow(self);
       stage.state_structure = e.state_structure;
