@@ -125,6 +125,28 @@ def test_a_pinned_part_keeps_its_device_from_every_caller(pin):
             assert any(dev == str(mx.device(caller)) for _, dev in aot[1])
 
 
+@pytest.mark.parametrize("pin", DEVICES)
+def test_nested_compiled_functions_and_shapeless_keep_placements(pin):
+    x = x_input()
+    inner = mx.compile(pinned_part(mx.device(pin)))
+    outer = mx.compile(lambda t: inner(t * 3.0) - 1.0)
+    direct = run_profiled(lambda: outer(x))
+    aot = run_profiled(lambda: outer.lower(x).compile()(x))
+    np.testing.assert_array_equal(direct[0], aot[0])
+    assert direct[1] == aot[1] and any(dev == str(mx.device(pin)) for _, dev in aot[1])
+
+    shapeless = mx.compile(pinned_part(mx.device(pin)), shapeless=True)
+    exe = shapeless.lower(x).compile()
+    y = mx.random.normal((3, 5), key=mx.random.key(4))  # another shape, same rank
+    mx.eval(y)
+    d2, a2 = run_profiled(lambda: shapeless(y)), run_profiled(lambda: exe(y))
+    np.testing.assert_array_equal(d2[0], a2[0])
+    assert d2[1] == a2[1] and any(dev == str(mx.device(pin)) for _, dev in a2[1])
+    assert shapeless.cache_size == 1
+    with pytest.raises(mx.Error):  # another rank
+        exe(mx.ones((2, 3, 4)))
+
+
 def test_save_load_in_this_process_with_remap(tmp_path):
     x = x_input()
     exe = mx.compile(pinned_part(mx.device("reference"))).lower(x).compile()
