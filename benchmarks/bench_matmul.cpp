@@ -5,9 +5,11 @@
 //     clock it ran at (a chain of dependent imuls, 3 cycles each), so peak / clock shows the
 //     FMA pipes x vector lanes x 2 that the core really has;
 //  2. GEMM GFLOP/s of each library Kiln can call (OpenBLAS gemm, OpenBLAS gemv for matrix-vector
-//     shapes, oneDNN for float32), through the backend's own matmul_with() (tiles over TBB),
-//     on square and skinny shapes, as a fraction of the measured peak; the library the rule
-//     picks is marked; plus the old way, one OpenBLAS call on OpenBLAS's own threads;
+//     shapes, oneDNN for float32 and the half types), through the backend's own matmul_with()
+//     (tiles over TBB), on square, skinny, small, batched and matrix-vector shapes, as a fraction
+//     of the measured peak; the library Kiln picks (measured per shape class, matmul_classes.h)
+//     is marked with its time over the fastest library's, and a summary line counts the shapes
+//     where it is within 10%; plus the old way, one OpenBLAS call on OpenBLAS's own threads;
 //  3. the MLP block gelu(x @ W1 + b1) @ W2 + b2 (256x1024 -> 4096 -> 1024, float32) compiled
 //     with kiln::compile: ms, GFLOP/s, where the time goes (profiled tasks), and JAX jit of the
 //     same function in a child process, alternating with Kiln round by round, when a Python
@@ -35,7 +37,9 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/gemm_tiles.h"
 #include "backends/cpu/matmul.h"
+#include "backends/cpu/matmul_classes.h"
 #include "backends/extension.h"
 #include "jax_peer.h"
 #include "kiln.h"
@@ -88,6 +92,7 @@ struct Gemm {
   Dtype dtype;
   int64_t m, k, n;
   const char* cls;
+  int64_t batches = 1;
 };
 
 const Gemm kGemms[] = {
@@ -100,7 +105,10 @@ const Gemm kGemms[] = {
     {float64, 1024, 1024, 1024, "square"}, {float64, 2048, 2048, 2048, "square"},
     {float64, 256, 1024, 4096, "skinny"},  {float64, 256, 4096, 1024, "skinny"},
     {float64, 4096, 64, 4096, "skinny"},   {float64, 1, 4096, 4096, "vector"},
-    {float64, 4096, 4096, 1, "vector"},
+    {float64, 4096, 4096, 1, "vector"},    {float32, 64, 64, 64, "batched", 64},
+    {float32, 128, 128, 128, "batched", 16}, {float64, 64, 64, 64, "batched", 64},
+    {float16, 256, 1024, 1024, "skinny"},   {kiln::bfloat16, 256, 1024, 1024, "skinny"},
+    {float16, 1024, 1024, 1024, "square"},
 };
 
 struct GemmRun {
@@ -128,7 +136,10 @@ void openblas_own_threads(const MatmulArgs& a) {
 
 std::shared_ptr<Buffer> filled_buffer(Dtype d, int64_t n, double value) {
   auto b = backend_for(device("cpu")).allocate(0, n * d.size());
-  if (d == float32) {
+  if (d.is_half()) {  // the 16-bit pattern of 0.0156 in each (the speed does not depend on it)
+    std::vector<uint16_t> v(n, value == 0 ? 0 : d == float16 ? 0x2400 : 0x3c80);
+    b->write(v.data(), 0, n * 2);
+  } else if (d == float32) {
     std::vector<float> v(n, static_cast<float>(value));
     b->write(v.data(), 0, n * 4);
   } else {
@@ -148,17 +159,23 @@ std::vector<GemmRun> measure_gemms(int threads, int rounds,
     a.m = g.m;
     a.k = g.k;
     a.n = g.n;
-    a.a_offsets = a.b_offsets = a.c_offsets = {0};
-    keep.push_back(filled_buffer(g.dtype, g.m * g.k, 0.01));
+    for (int64_t b = 0; b < g.batches; ++b) {
+      a.a_offsets.push_back(b * g.m * g.k);
+      a.b_offsets.push_back(b * g.k * g.n);
+      a.c_offsets.push_back(b * g.m * g.n);
+    }
+    keep.push_back(filled_buffer(g.dtype, g.batches * g.m * g.k, 0.01));
     a.a = keep.back().get();
-    keep.push_back(filled_buffer(g.dtype, g.k * g.n, 0.02));
+    keep.push_back(filled_buffer(g.dtype, g.batches * g.k * g.n, 0.02));
     a.b = keep.back().get();
-    keep.push_back(filled_buffer(g.dtype, g.m * g.n, 0));
+    keep.push_back(filled_buffer(g.dtype, g.batches * g.m * g.n, 0));
     a.c = keep.back().get();
-    std::vector<MatmulLibrary> libs = {MatmulLibrary::OpenBlasGemm};
-    if (g.m == 1 || g.n == 1) libs.push_back(MatmulLibrary::OpenBlasGemv);
-    if (g.dtype == float32 && cpu::have_onednn()) libs.push_back(MatmulLibrary::OneDnn);
-    runs.push_back(GemmRun{&g, MatmulLibrary::OpenBlasGemm, a, true});
+    // Every library the tuner weighs for this shape's class.
+    std::vector<MatmulLibrary> libs =
+        cpu::matmul_candidates(cpu::matmul_class(a, cpu::threads_allowed()));
+    // The baseline: one OpenBLAS call on its own threads (plain float32/float64 products).
+    if (g.batches == 1 && !g.dtype.is_half())
+      runs.push_back(GemmRun{&g, MatmulLibrary::OpenBlasGemm, a, true});
     for (MatmulLibrary lib : libs) {
       cpu::matmul_with(lib, a);  // warm: oneDNN creates its primitives
       runs.push_back(GemmRun{&g, lib, a});
@@ -168,7 +185,8 @@ std::vector<GemmRun> measure_gemms(int threads, int rounds,
     for (GemmRun& run : runs) {
       // Small products are repeated so that one timing spans ~0.1 ms or more.
       const MatmulArgs& a = run.args;
-      int reps = static_cast<int>(std::clamp(1e8 / (2.0 * a.m * a.n * a.k), 1.0, 1000.0));
+      double flops = 2.0 * a.m * a.n * a.k * a.c_offsets.size();
+      int reps = static_cast<int>(std::clamp(1e8 / flops, 1.0, 1000.0));
       // Kiln keeps OpenBLAS single-threaded; the baseline gets its threads back for its call.
       if (run.own_threads) openblas_set_num_threads(threads);
       auto t0 = Clock::now();
@@ -184,31 +202,62 @@ std::vector<GemmRun> measure_gemms(int threads, int rounds,
   return runs;
 }
 
+const char* dtype_name(Dtype d) {
+  return d == float64 ? "float64" : d == float16 ? "float16" : d == kiln::bfloat16 ? "bfloat16" : "float32";
+}
+
 void print_gemms(const std::vector<GemmRun>& runs, const Peak& peak, int threads, int rounds) {
+  // The library Kiln picks for each shape (measured now if no table has its class yet), and the
+  // fastest library in this run.
+  std::map<const Gemm*, MatmulLibrary> picked;
+  std::map<const Gemm*, double> fastest;
+  for (const GemmRun& run : runs) {
+    if (run.own_threads) continue;
+    picked.emplace(run.g, cpu::choose_matmul_library(run.args));
+    auto [it, fresh] = fastest.emplace(run.g, run.best);
+    if (!fresh) it->second = std::min(it->second, run.best);
+  }
   std::printf(
       "\n== 2. GEMM C = A @ B (m x k @ k x n), fastest of %d rounds, %d threads; "
       "%% of peak = %d x the faster 1-thread FMA rate (float32 %.0f, float64 %.0f GFLOP/s);\n"
-      "* = the library Kiln's rule picks\n",
+      "* = the library Kiln picks (measured per shape class, table %s), x best = its time over the "
+      "fastest library's in this run\n",
       rounds, threads, threads, threads * peak.gflops.at("f32 1t"),
-      threads * peak.gflops.at("f64 1t"));
-  std::printf("%-7s %-6s %-16s %-23s %10s %9s %7s\n", "dtype", "class", "m x k x n", "library",
-              "ms", "GFLOP/s", "%peak");
+      threads * peak.gflops.at("f64 1t"), cpu::matmul_tuner().path().c_str());
+  std::printf("%-8s %-7s %-19s %-23s %10s %9s %7s %7s\n", "dtype", "class", "[b x] m x k x n",
+              "library", "ms", "GFLOP/s", "%peak", "x best");
+  int within = 0, shapes = 0;
+  double worst = 1;
   for (const GemmRun& run : runs) {
     const Gemm& g = *run.g;
-    double flops = 2.0 * g.m * g.n * g.k;
+    double flops = 2.0 * g.m * g.n * g.k * g.batches;
     double gf = flops / run.best / 1e9;
     // Peak of `threads` cores: one core's FMA rate times the cores. The all-core loop is printed
-    // too, but it undercounts whenever another tenant holds a core.
-    double core_peak = peak.gflops.at(g.dtype == float32 ? "f32 1t" : "f64 1t");
-    char shape[48];
-    std::snprintf(shape, sizeof shape, "%lldx%lldx%lld", static_cast<long long>(g.m),
-                  static_cast<long long>(g.k), static_cast<long long>(g.n));
-    bool picked = !run.own_threads && cpu::choose_matmul_library(run.args) == run.lib;
-    std::printf("%-7s %-6s %-16s %-22s%s %10.3f %9.1f %6.1f%%\n",
-                g.dtype == float32 ? "float32" : "float64", g.cls, shape,
-                run.own_threads ? "OpenBLAS own threads" : cpu::library_name(run.lib),
-                picked ? "*" : " ", run.best * 1e3, gf, 100 * gf / (threads * core_peak));
+    // too, but it undercounts whenever another tenant holds a core. Half types run as float32.
+    double core_peak = peak.gflops.at(g.dtype == float64 ? "f64 1t" : "f32 1t");
+    char shape[64];
+    std::snprintf(shape, sizeof shape, "%s%lldx%lldx%lld",
+                  g.batches > 1 ? (std::to_string(g.batches) + " x ").c_str() : "",
+                  static_cast<long long>(g.m), static_cast<long long>(g.k),
+                  static_cast<long long>(g.n));
+    bool is_pick = !run.own_threads && picked.at(run.g) == run.lib;
+    char ratio[16] = "";
+    if (is_pick) {
+      double r = run.best / fastest.at(run.g);
+      std::snprintf(ratio, sizeof ratio, "%.2fx", r);
+      ++shapes;
+      within += r <= 1.10;
+      worst = std::max(worst, r);
+    }
+    std::printf("%-8s %-7s %-19s %-22s%s %10.3f %9.1f %6.1f%% %7s\n", dtype_name(g.dtype), g.cls,
+                shape, run.own_threads ? "OpenBLAS own threads" : cpu::library_name(run.lib),
+                is_pick ? "*" : " ", run.best * 1e3, gf, 100 * gf / (threads * core_peak), ratio);
   }
+  std::printf(
+      "Kiln's pick within 10%% of the fastest library: %d of %d shapes (worst %.2fx; goal: all)\n",
+      within, shapes, worst);
+  std::printf("time spent measuring classes in this process: %.1f ms\n",
+              cpu::matmul_tuner().seconds_measuring() * 1e3);
 }
 
 // ---- 3. the MLP block ------------------------------------------------------------------------

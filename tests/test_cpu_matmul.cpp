@@ -1,7 +1,8 @@
 // The cpu backend's matmul libraries (backends/cpu/matmul.h) against the reference backend:
-// every library the rule can choose (oneDNN when built in, OpenBLAS gemm and gemv), forced on
+// every library that can be chosen (oneDNN when built in, OpenBLAS gemm and gemv), forced on
 // square, skinny, batched and broadcast-batch problems, plus the public op on the cpu device
-// (1-D promotion, batch broadcasting) at sizes that reach each library.
+// (1-D promotion, batch broadcasting) at sizes that reach each library; the shape classes the
+// choice is measured for (matmul_classes.h), and KILN_MATMUL forcing a library.
 //
 // Tolerance: operands are N(0,1) floats, so results are not exact. Any float GEMM, whatever its
 // summation order or use of FMA, is within gamma_k * (|A||B|)_ij of the exact product, with
@@ -10,13 +11,19 @@
 #include <gtest/gtest.h>
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
 #include <random>
 #include <tuple>
 
 #include "backends/cpu/gemm_tiles.h"
 #include "backends/cpu/matmul.h"
+#include "backends/cpu/matmul_classes.h"
 #include "backends/extension.h"
 #include "kiln.h"
 
@@ -174,26 +181,6 @@ TEST(CpuMatmul, MatrixVectorShapesMatchReference) {
   }
 }
 
-TEST(CpuMatmul, RuleChoosesByShapeClass) {
-  auto pick = [](Dtype d, int64_t m, int64_t n, int64_t k) {
-    MatmulArgs a;
-    a.dtype = d;
-    a.m = m;
-    a.n = n;
-    a.k = k;
-    return cpu::choose_matmul_library(a);
-  };
-  MatmulLibrary big32 = cpu::have_onednn() ? MatmulLibrary::OneDnn : MatmulLibrary::OpenBlasGemm;
-  EXPECT_EQ(pick(float32, 256, 4096, 1024), big32);
-  EXPECT_EQ(pick(float32, 4096, 4096, 64), big32);
-  EXPECT_EQ(pick(float32, 64, 64, 64), big32);
-  EXPECT_EQ(pick(float32, 63, 64, 64), MatmulLibrary::OpenBlasGemm);
-  EXPECT_EQ(pick(float64, 1024, 1024, 1024), MatmulLibrary::OpenBlasGemm);
-  EXPECT_EQ(pick(float32, 1, 4096, 4096), MatmulLibrary::OpenBlasGemv);
-  EXPECT_EQ(pick(float64, 4096, 1, 4096), MatmulLibrary::OpenBlasGemv);
-  EXPECT_EQ(pick(int32, 100, 100, 100), MatmulLibrary::Loop);
-}
-
 TEST(CpuMatmul, TilesCoverTheOutputAndStaySmallOnlyWhenWorkIs) {
   // Small work, or one thread: the whole matrix is one tile.
   cpu::TileGrid g = cpu::plan_tiles(1, 64, 64, 64, 2);
@@ -336,6 +323,13 @@ TEST(CpuMatmul, HalfTypesMatchReferenceOnEveryPath) {
     for (float& x : v) x = static_cast<float>(static_cast<int>(rng() % 11) - 5);
     return astype(array(v, s, float32), d);
   };
+  // Each library forced (KILN_MATMUL), and the measured choice.
+  std::vector<const char*> forced = {"auto", "openblas-gemm"};
+  if (cpu::have_onednn()) forced.push_back("onednn");
+  const char* saved = std::getenv("KILN_MATMUL");
+  std::string saved_value = saved ? saved : "";
+  for (const char* lib : forced) {
+  ::setenv("KILN_MATMUL", lib, 1);
   for (Dtype d : {float16, bfloat16})
     for (auto [as, bs] : {std::pair<Shape, Shape>{{70, 80}, {80, 90}},     // oneDNN-sized
                           std::pair<Shape, Shape>{{3, 70, 80}, {80, 90}},  // batched, B shared
@@ -350,8 +344,155 @@ TEST(CpuMatmul, HalfTypesMatchReferenceOnEveryPath) {
         StreamScope scope(device("reference"));
         want = astype(matmul(ints(as, d, 1), ints(bs, d, 2)), float32).to_vector<float>();
       }
-      ASSERT_EQ(got, want) << d << " " << to_string(as) << " @ " << to_string(bs);
+      ASSERT_EQ(got, want) << lib << " " << d << " " << to_string(as) << " @ " << to_string(bs);
     }
+  }
+  if (saved)
+    ::setenv("KILN_MATMUL", saved_value.c_str(), 1);
+  else
+    ::unsetenv("KILN_MATMUL");
+}
+
+MatmulArgs shape_only(Dtype d, int64_t m, int64_t n, int64_t k, size_t batches = 1) {
+  MatmulArgs a;
+  a.dtype = d;
+  a.m = m;
+  a.n = n;
+  a.k = k;
+  a.c_offsets.assign(batches, 0);
+  return a;
+}
+
+TEST(CpuMatmul, ClassesRoundSizesAndStayQuickToMeasure) {
+  auto key = [](Dtype d, int64_t m, int64_t n, int64_t k, size_t b = 1, int t = 2) {
+    return cpu::matmul_class(shape_only(d, m, n, k, b), t).key();
+  };
+  // Sizes round to the nearest power of two (96 -> 128, 1000 -> 1024, 90 -> 64); halves are
+  // float32's problems.
+  EXPECT_EQ(key(float32, 96, 1000, 90), "matmul/f32/b1/128x64x1024/t2");
+  EXPECT_EQ(key(float16, 96, 1000, 90), key(float32, 96, 1000, 90));
+  EXPECT_EQ(key(bfloat16, 96, 1000, 90), key(float32, 96, 1000, 90));
+  EXPECT_EQ(key(float64, 3, 5, 7, 6, 1), "matmul/f64/b8/4x8x4/t1");
+  // Large problems shrink, summed size first, to 2^28 multiply-adds: the MLP's two products
+  // share a class.
+  EXPECT_EQ(key(float32, 256, 4096, 1024), "matmul/f32/b1/256x1024x1024/t2");
+  EXPECT_EQ(key(float32, 256, 1024, 4096), "matmul/f32/b1/256x1024x1024/t2");
+  // Matrix-vector shapes keep their 1 and their own class; operands stay under 2^22 elements.
+  EXPECT_EQ(key(float32, 1, 4096, 4096), "matmul/f32/b1/1x2048x2048/t2");
+  EXPECT_EQ(key(float32, 4096, 1, 4096), "matmul/f32/b1/2048x2048x1/t2");
+  EXPECT_EQ(key(float32, 2, 4096, 4096), "matmul/f32/b1/2x2048x2048/t2");
+  for (auto [m, n, k, b] : {std::tuple{1 << 20, 1 << 20, 1 << 20, 1}, std::tuple{64, 64, 64, 1 << 16},
+                            std::tuple{1 << 30, 1, 1 << 30, 1}, std::tuple{7, 1 << 25, 3, 9}}) {
+    cpu::MatmulClass c = cpu::matmul_class(shape_only(float32, m, n, k, b), 2);
+    int64_t work = c.batches * c.m * c.n * c.k;
+    EXPECT_LE(work, int64_t{1} << cpu::kMaxWorkLog2) << c.key();
+    for (int64_t elements : {c.batches * c.m * c.k, c.batches * c.k * c.n, c.batches * c.m * c.n})
+      EXPECT_LE(elements, int64_t{1} << cpu::kMaxOperandLog2) << c.key();
+    EXPECT_EQ(c.m == 1, m == 1) << c.key();
+    EXPECT_EQ(c.n == 1, n == 1) << c.key();
+    // The table's keys parse back to the same class; anything else is refused.
+    std::optional<cpu::MatmulClass> back = cpu::parse_matmul_key(c.key());
+    ASSERT_TRUE(back) << c.key();
+    EXPECT_EQ(back->key(), c.key());
+  }
+  for (const char* bad : {"matmul/f32/b1/96x64x64/t2", "matmul/f32/b1/1x1x1/t0",
+                          "matmul/i32/b1/64x64x64/t2", "matmul/f32/b1/65536x65536x65536/t2",
+                          "matmul/f32/b1/64x64x64/t2 ", "matmul/f32/b1/64x64x64", ""})
+    EXPECT_FALSE(cpu::parse_matmul_key(bad)) << bad;
+  EXPECT_EQ(cpu::matmul_class(shape_only(float32, 64, 64, 64), 2).kind(), "small");
+  EXPECT_EQ(cpu::matmul_class(shape_only(float32, 256, 4096, 1024), 2).kind(), "skinny");
+  EXPECT_EQ(cpu::matmul_class(shape_only(float32, 1024, 1024, 1024), 2).kind(), "square");
+  EXPECT_EQ(cpu::matmul_class(shape_only(float32, 64, 64, 64, 16), 2).kind(), "batched");
+  EXPECT_EQ(cpu::matmul_class(shape_only(float32, 1, 64, 64), 2).kind(), "vector-matrix");
+}
+
+// A private KILN_CACHE_DIR (so a class is measured here, not read from an earlier run) and no
+// KILN_MATMUL, restored afterwards.
+class CpuMatmulChoice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : {"KILN_CACHE_DIR", "KILN_MATMUL"})
+      if (const char* x = std::getenv(v)) saved_[v] = x;
+    dir_ = std::filesystem::temp_directory_path() /
+           ("kiln-matmul-choice-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    ::setenv("KILN_CACHE_DIR", dir_.c_str(), 1);
+    ::unsetenv("KILN_MATMUL");
+    cpu::matmul_tuner().forget();
+  }
+  void TearDown() override {
+    for (const char* v : {"KILN_CACHE_DIR", "KILN_MATMUL"}) {
+      if (saved_.count(v))
+        ::setenv(v, saved_[v].c_str(), 1);
+      else
+        ::unsetenv(v);
+    }
+    cpu::matmul_tuner().forget();
+    std::filesystem::remove_all(dir_);
+  }
+  std::map<std::string, std::string> saved_;
+  std::filesystem::path dir_;
+};
+
+TEST_F(CpuMatmulChoice, EachClassIsMeasuredOnItsCandidatesAndRecorded) {
+  EXPECT_EQ(cpu::choose_matmul_library(shape_only(int32, 100, 100, 100)), MatmulLibrary::Loop);
+  EXPECT_EQ(cpu::choose_matmul_library(shape_only(uint8, 1, 100, 100)), MatmulLibrary::Loop);
+  struct Case {
+    Dtype d;
+    int64_t m, n, k, batches;
+  };
+  for (Case c : {Case{float32, 100, 90, 80, 1}, Case{float32, 1, 300, 200, 1},
+                 Case{float64, 300, 1, 200, 1}, Case{float16, 40, 50, 60, 5},
+                 Case{float64, 64, 64, 64, 1}}) {
+    MatmulArgs a = shape_only(c.d, c.m, c.n, c.k, c.batches);
+    cpu::MatmulClass cls = cpu::matmul_class(a, cpu::threads_allowed());
+    std::vector<MatmulLibrary> cands = cpu::matmul_candidates(cls);
+    MatmulLibrary got = cpu::choose_matmul_library(a);
+    EXPECT_NE(std::find(cands.begin(), cands.end(), got), cands.end()) << cls.key();
+    bool in_table = false;
+    for (const cpu::TuneResult& r : cpu::matmul_tuner().table())
+      if (r.key == cls.key()) {
+        in_table = true;
+        EXPECT_EQ(r.winner, cpu::library_id(got));
+        EXPECT_EQ(r.seconds.size(), cands.size());
+      }
+    // A class with one candidate (float64 off the vector shapes) is never measured.
+    EXPECT_EQ(in_table, cands.size() > 1) << cls.key();
+  }
+  EXPECT_EQ(cpu::matmul_candidates(cpu::matmul_class(shape_only(float64, 64, 64, 64), 2)).size(),
+            1u);
+}
+
+TEST_F(CpuMatmulChoice, KilnMatmulForcesALibraryOrSaysWhyNot) {
+  MatmulArgs square = shape_only(float32, 100, 100, 100), vec = shape_only(float32, 1, 100, 100);
+  ::setenv("KILN_MATMUL", "openblas-gemm", 1);
+  EXPECT_EQ(cpu::choose_matmul_library(square), MatmulLibrary::OpenBlasGemm);
+  EXPECT_EQ(cpu::choose_matmul_library(vec), MatmulLibrary::OpenBlasGemm);
+  EXPECT_EQ(cpu::choose_matmul_library(shape_only(int64, 5, 5, 5)), MatmulLibrary::Loop);
+  EXPECT_TRUE(cpu::matmul_tuner().table().empty());  // forcing measures nothing
+  expect_op_matches_reference<float>(float32, {70, 80}, {80, 90});
+  ::setenv("KILN_MATMUL", "openblas-gemv", 1);
+  EXPECT_EQ(cpu::choose_matmul_library(vec), MatmulLibrary::OpenBlasGemv);
+  try {
+    cpu::choose_matmul_library(square);
+    ADD_FAILURE() << "gemv was forced on a square product";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("KILN_MATMUL=openblas-gemv cannot run matmul/f32/"),
+              std::string::npos)
+        << e.what();
+  }
+  ::setenv("KILN_MATMUL", "onednn", 1);
+  EXPECT_THROW(cpu::choose_matmul_library(shape_only(float64, 100, 100, 100)), Error);
+  if (cpu::have_onednn()) {
+    EXPECT_EQ(cpu::choose_matmul_library(square), MatmulLibrary::OneDnn);
+  }
+  // Through the public op, the error reaches the caller.
+  {
+    StreamScope scope(device("cpu"));
+    EXPECT_THROW(eval(matmul(ones({30, 40}, float64), ones({40, 20}, float64))), Error);
+  }
+  ::setenv("KILN_MATMUL", "cublas", 1);
+  EXPECT_THROW(cpu::choose_matmul_library(square), Error);
 }
 
 }  // namespace

@@ -19,17 +19,8 @@
 
 namespace kiln::cpu {
 
-// The rule in matmul.h, measured with build/benchmarks/bench_matmul on this project's 2-core
-// machine (AMD EPYC Zen 5: two 512-bit FMA pipes, 64 float32 flop/cycle/core, ~450 GFLOP/s
-// float32 and ~225 float64 on both cores), in a quiet moment:
-//  - float32 square and skinny shapes: oneDNN 400-426 GFLOP/s (87-93% of peak); OpenBLAS 0.3.21
-//    does not know this CPU and runs its AVX2 "Haswell" kernels, 165-214 (36-47%), on its own
-//    threads or tiled alike. (OPENBLAS_CORETYPE=SkylakeX lifts it to ~390 float32 and ~165
-//    float64 instead of ~100; it is the user's choice, read when OpenBLAS loads.)
-//  - small: oneDNN's per-call cost loses below 64^3 (32^3: OpenBLAS 76, oneDNN 31 GFLOP/s;
-//    64^3: 98 vs 119; 128^3: 100 vs 173).
-//  - matrix-vector (4096x4096, memory-bound): OpenBLAS gemv 1.8-2.0 ms, oneDNN 2.1-3.2 ms,
-//    OpenBLAS gemm 5.8-6.4 ms.
+// Which library runs a problem is measured per host (matmul_classes.h); bench_matmul prints
+// every library's speed beside the one chosen.
 
 namespace {
 
@@ -263,15 +254,10 @@ const char* library_name(MatmulLibrary lib) {
 
 bool have_onednn() { return have_onednn_built(); }
 
-MatmulLibrary choose_matmul_library(const MatmulArgs& a) {
-  if (!a.dtype.is_float()) return MatmulLibrary::Loop;
-  if (a.m == 1 || a.n == 1) return MatmulLibrary::OpenBlasGemv;
-  bool f32 = a.dtype == float32 || a.dtype.is_half();  // halves run as float32
-  if (f32 && have_onednn() && a.m * a.n * a.k >= kOneDnnMinWork) return MatmulLibrary::OneDnn;
-  return MatmulLibrary::OpenBlasGemm;
+void matmul(const MatmulArgs& a) {
+  check(a);  // before choosing: a bad problem must not start a measurement
+  matmul_with(choose_matmul_library(a), a);
 }
-
-void matmul(const MatmulArgs& a) { matmul_with(choose_matmul_library(a), a); }
 
 void matmul_with(MatmulLibrary lib, const MatmulArgs& a) {
   check(a);

@@ -1,13 +1,13 @@
-// Matmul on the cpu backend: each problem goes to the library measured fastest for its shape
-// class (benchmarks/bench_matmul.cpp measures them side by side; numbers in matmul.cpp):
-//   - matrix-vector (m == 1 or n == 1), float32/float64: OpenBLAS gemv;
-//   - float32 with m*n*k >= kOneDnnMinWork: oneDNN's matmul primitive (when built in);
-//   - other float32 and all float64 (oneDNN 2.6 has no float64 matmul on CPU): OpenBLAS gemm;
+// Matmul on the cpu backend: float problems go to one of the libraries Kiln links, chosen per
+// shape class by measuring this host (matmul_classes.h, tune.h; bench_matmul compares them):
+//   - OpenBLAS gemm (float32, float64), and gemv for matrix-vector shapes (m == 1 or n == 1);
+//   - oneDNN's matmul primitive for float32 (when built in; oneDNN 2.6 has no float64 matmul);
 //   - float16/bfloat16: widened to float32 (exact), run by float32's choice, rounded back;
 //   - integer dtypes: a plain loop with wrap-around accumulation (the oracle's meaning).
-// Whether oneDNN is built in is decided at configure time (CMake finds libdnnl or records why
-// not, see matmul_libraries()); nothing falls back at run time. Both libraries accumulate float32
-// in float32, so results differ from the oracle's double accumulation by rounding.
+// Every library runs tiles of C over TBB (gemm_tiles.h). Whether oneDNN is built in is decided
+// at configure time (CMake finds libdnnl or records why not, see matmul_libraries()); nothing
+// falls back at run time. Both libraries accumulate float32 in float32, so results differ from
+// the oracle's double accumulation by rounding.
 #pragma once
 
 #include <cstdint>
@@ -19,15 +19,13 @@ namespace kiln::cpu {
 
 enum class MatmulLibrary { OpenBlasGemm, OpenBlasGemv, OneDnn, Loop };
 
-// Smallest float32 m*n*k that oneDNN takes: below it OpenBLAS's lower call overhead wins.
-constexpr int64_t kOneDnnMinWork = int64_t{64} * 64 * 64;
-
 const char* library_name(MatmulLibrary lib);
 
-// The library the rule above picks for a problem.
+// The library measured fastest for the problem's shape class on this host (measuring it first
+// if no process has yet; matmul_classes.h), or the one KILN_MATMUL forces.
 MatmulLibrary choose_matmul_library(const MatmulArgs& a);
 
-// Runs the problem with the chosen library.
+// Runs the problem with the chosen library; kiln::Error for a malformed problem.
 void matmul(const MatmulArgs& a);
 
 // Runs the problem with `lib` (tests and benchmarks compare the libraries); raises kiln::Error
