@@ -96,18 +96,18 @@ struct Gemm {
 };
 
 const Gemm kGemms[] = {
-    {float32, 1024, 1024, 1024, "square"}, {float32, 2048, 2048, 2048, "square"},
-    {float32, 256, 1024, 4096, "skinny"},  {float32, 256, 4096, 1024, "skinny"},
-    {float32, 4096, 64, 4096, "skinny"},   {float32, 1, 4096, 4096, "vector"},
-    {float32, 4096, 4096, 1, "vector"},    {float32, 32, 32, 32, "small"},
-    {float32, 64, 64, 64, "small"},        {float32, 96, 96, 96, "small"},
-    {float32, 128, 128, 128, "small"},     {float32, 256, 256, 256, "small"},
-    {float64, 1024, 1024, 1024, "square"}, {float64, 2048, 2048, 2048, "square"},
-    {float64, 256, 1024, 4096, "skinny"},  {float64, 256, 4096, 1024, "skinny"},
-    {float64, 4096, 64, 4096, "skinny"},   {float64, 1, 4096, 4096, "vector"},
-    {float64, 4096, 4096, 1, "vector"},    {float32, 64, 64, 64, "batched", 64},
+    {float32, 1024, 1024, 1024, "square"},   {float32, 2048, 2048, 2048, "square"},
+    {float32, 256, 1024, 4096, "skinny"},    {float32, 256, 4096, 1024, "skinny"},
+    {float32, 4096, 64, 4096, "skinny"},     {float32, 1, 4096, 4096, "vector"},
+    {float32, 4096, 4096, 1, "vector"},      {float32, 32, 32, 32, "small"},
+    {float32, 64, 64, 64, "small"},          {float32, 96, 96, 96, "small"},
+    {float32, 128, 128, 128, "small"},       {float32, 256, 256, 256, "small"},
+    {float64, 1024, 1024, 1024, "square"},   {float64, 2048, 2048, 2048, "square"},
+    {float64, 256, 1024, 4096, "skinny"},    {float64, 256, 4096, 1024, "skinny"},
+    {float64, 4096, 64, 4096, "skinny"},     {float64, 1, 4096, 4096, "vector"},
+    {float64, 4096, 4096, 1, "vector"},      {float32, 64, 64, 64, "batched", 64},
     {float32, 128, 128, 128, "batched", 16}, {float64, 64, 64, 64, "batched", 64},
-    {float16, 256, 1024, 1024, "skinny"},   {kiln::bfloat16, 256, 1024, 1024, "skinny"},
+    {float16, 256, 1024, 1024, "skinny"},    {kiln::bfloat16, 256, 1024, 1024, "skinny"},
     {float16, 1024, 1024, 1024, "square"},
 };
 
@@ -203,7 +203,10 @@ std::vector<GemmRun> measure_gemms(int threads, int rounds,
 }
 
 const char* dtype_name(Dtype d) {
-  return d == float64 ? "float64" : d == float16 ? "float16" : d == kiln::bfloat16 ? "bfloat16" : "float32";
+  return d == float64          ? "float64"
+         : d == float16        ? "float16"
+         : d == kiln::bfloat16 ? "bfloat16"
+                               : "float32";
 }
 
 void print_gemms(const std::vector<GemmRun>& runs, const Peak& peak, int threads, int rounds) {

@@ -329,23 +329,23 @@ TEST(CpuMatmul, HalfTypesMatchReferenceOnEveryPath) {
   const char* saved = std::getenv("KILN_MATMUL");
   std::string saved_value = saved ? saved : "";
   for (const char* lib : forced) {
-  ::setenv("KILN_MATMUL", lib, 1);
-  for (Dtype d : {float16, bfloat16})
-    for (auto [as, bs] : {std::pair<Shape, Shape>{{70, 80}, {80, 90}},     // oneDNN-sized
-                          std::pair<Shape, Shape>{{3, 70, 80}, {80, 90}},  // batched, B shared
-                          std::pair<Shape, Shape>{{500}, {500, 300}},      // gemv
-                          std::pair<Shape, Shape>{{5, 6}, {6, 7}}}) {      // OpenBLAS gemm
-      std::vector<float> got, want;
-      {
-        StreamScope scope(device("cpu"));
-        got = astype(matmul(ints(as, d, 1), ints(bs, d, 2)), float32).to_vector<float>();
+    ::setenv("KILN_MATMUL", lib, 1);
+    for (Dtype d : {float16, bfloat16})
+      for (auto [as, bs] : {std::pair<Shape, Shape>{{70, 80}, {80, 90}},     // oneDNN-sized
+                            std::pair<Shape, Shape>{{3, 70, 80}, {80, 90}},  // batched, B shared
+                            std::pair<Shape, Shape>{{500}, {500, 300}},      // gemv
+                            std::pair<Shape, Shape>{{5, 6}, {6, 7}}}) {      // OpenBLAS gemm
+        std::vector<float> got, want;
+        {
+          StreamScope scope(device("cpu"));
+          got = astype(matmul(ints(as, d, 1), ints(bs, d, 2)), float32).to_vector<float>();
+        }
+        {
+          StreamScope scope(device("reference"));
+          want = astype(matmul(ints(as, d, 1), ints(bs, d, 2)), float32).to_vector<float>();
+        }
+        ASSERT_EQ(got, want) << lib << " " << d << " " << to_string(as) << " @ " << to_string(bs);
       }
-      {
-        StreamScope scope(device("reference"));
-        want = astype(matmul(ints(as, d, 1), ints(bs, d, 2)), float32).to_vector<float>();
-      }
-      ASSERT_EQ(got, want) << lib << " " << d << " " << to_string(as) << " @ " << to_string(bs);
-    }
   }
   if (saved)
     ::setenv("KILN_MATMUL", saved_value.c_str(), 1);
@@ -381,8 +381,9 @@ TEST(CpuMatmul, ClassesRoundSizesAndStayQuickToMeasure) {
   EXPECT_EQ(key(float32, 1, 4096, 4096), "matmul/f32/b1/1x2048x2048/t2");
   EXPECT_EQ(key(float32, 4096, 1, 4096), "matmul/f32/b1/2048x2048x1/t2");
   EXPECT_EQ(key(float32, 2, 4096, 4096), "matmul/f32/b1/2x2048x2048/t2");
-  for (auto [m, n, k, b] : {std::tuple{1 << 20, 1 << 20, 1 << 20, 1}, std::tuple{64, 64, 64, 1 << 16},
-                            std::tuple{1 << 30, 1, 1 << 30, 1}, std::tuple{7, 1 << 25, 3, 9}}) {
+  for (auto [m, n, k, b] :
+       {std::tuple{1 << 20, 1 << 20, 1 << 20, 1}, std::tuple{64, 64, 64, 1 << 16},
+        std::tuple{1 << 30, 1, 1 << 30, 1}, std::tuple{7, 1 << 25, 3, 9}}) {
     cpu::MatmulClass c = cpu::matmul_class(shape_only(float32, m, n, k, b), 2);
     int64_t work = c.batches * c.m * c.n * c.k;
     EXPECT_LE(work, int64_t{1} << cpu::kMaxWorkLog2) << c.key();
@@ -441,9 +442,9 @@ TEST_F(CpuMatmulChoice, EachClassIsMeasuredOnItsCandidatesAndRecorded) {
     Dtype d;
     int64_t m, n, k, batches;
   };
-  for (Case c : {Case{float32, 100, 90, 80, 1}, Case{float32, 1, 300, 200, 1},
-                 Case{float64, 300, 1, 200, 1}, Case{float16, 40, 50, 60, 5},
-                 Case{float64, 64, 64, 64, 1}}) {
+  for (Case c :
+       {Case{float32, 100, 90, 80, 1}, Case{float32, 1, 300, 200, 1}, Case{float64, 300, 1, 200, 1},
+        Case{float16, 40, 50, 60, 5}, Case{float64, 64, 64, 64, 1}}) {
     MatmulArgs a = shape_only(c.d, c.m, c.n, c.k, c.batches);
     cpu::MatmulClass cls = cpu::matmul_class(a, cpu::threads_allowed());
     std::vector<MatmulLibrary> cands = cpu::matmul_candidates(cls);

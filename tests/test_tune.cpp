@@ -112,7 +112,7 @@ TEST_F(Tune, CorruptEntriesAreMeasuredAgain) {
   ASSERT_EQ(ls.size(), 3u + 4u);  // format, family, host, then an entry per key
   std::string& k1 = ls[3];
   ASSERT_EQ(k1.rfind("k1 fast ", 0), 0u) << k1;
-  k1.replace(k1.find("fast"), 4, "slow");  // the winner edited: the checksum no longer matches
+  k1.replace(k1.find("fast"), 4, "slow");     // the winner edited: the checksum no longer matches
   ls[4] = ls[4].substr(0, ls[4].size() / 2);  // k2 truncated
   ls[5] = "k3 fast fast=0 slow=1 #0000000000000000";  // k3 with a made-up checksum
   ls.push_back("\x01\x02 garbage = = #");
@@ -152,9 +152,10 @@ TEST_F(Tune, StaleEntriesAreMeasuredAgain) {
   EXPECT_EQ(made, 3);
   b.choose("k1", {"fast", "slow", "new"}, [&] {
     ++made;
-    return std::vector<TuneCandidate>{{"fast", [] {}},
-                                      {"slow", [] { std::this_thread::sleep_for(std::chrono::milliseconds(3)); }},
-                                      {"new", [] { std::this_thread::sleep_for(std::chrono::milliseconds(3)); }}};
+    return std::vector<TuneCandidate>{
+        {"fast", [] {}},
+        {"slow", [] { std::this_thread::sleep_for(std::chrono::milliseconds(3)); }},
+        {"new", [] { std::this_thread::sleep_for(std::chrono::milliseconds(3)); }}};
   });
   EXPECT_EQ(made, 4);
   ASSERT_EQ(b.table().size(), 1u);
@@ -187,6 +188,51 @@ TEST_F(Tune, BadKeysAndIdsAreRefused) {
   EXPECT_THROW(a.measure("k", {{"a=b", [] {}}}), Error);
   EXPECT_THROW(a.measure("k", {}), Error);
 }
+
+#ifdef KILN_CLI_PATH
+// `kiln tune` measures the matmul classes into the table; `--show` prints the table back, and
+// lines that do not verify are left out of it.
+TEST_F(Tune, KilnTuneMeasuresTheMatmulClassesAndShowsTheTable) {
+  std::string log = (dir_ / "tune.log").string(), show = (dir_ / "show.log").string();
+  std::filesystem::create_directories(dir_);
+  std::string cmd = std::string(KILN_CLI_PATH) + " tune > " + log + " 2> " + log + ".err";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::stringstream out;
+  out << std::ifstream(log).rdbuf();
+  // The MLP block's products (256x1024x4096, 256x4096x1024) share this class.
+  size_t mlp = out.str().find("matmul/f32/b1/256x1024x1024/t");
+  ASSERT_NE(mlp, std::string::npos) << out.str();
+  std::string row = out.str().substr(mlp, out.str().find('\n', mlp) - mlp);
+  EXPECT_NE(row.find("skinny"), std::string::npos) << row;
+  EXPECT_NE(row.find("openblas-gemm "), std::string::npos) << row;
+  EXPECT_NE(out.str().find("matrix-vector"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("measured "), std::string::npos) << out.str();
+
+  // Every row kiln tune printed is in the table, with the same winner.
+  std::vector<std::filesystem::path> tables;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ / "cpu"))
+    if (e.path().filename().string().rfind("tune-matmul-", 0) == 0) tables.push_back(e.path());
+  ASSERT_EQ(tables.size(), 1u);
+  std::vector<std::string> ls = lines(tables[0].string());
+  ASSERT_GT(ls.size(), 3u + 5u);
+  std::string winner = row.substr(row.rfind(' ') + 1);
+  bool found = false;
+  for (const std::string& l : ls)
+    found |= l.rfind("matmul/f32/b1/256x1024x1024/t", 0) == 0 &&
+             l.find(" " + winner + " ") != std::string::npos;
+  EXPECT_TRUE(found) << winner;
+
+  ls.push_back("matmul/f32/b1/8x8x8/t2 onednn onednn=0 #0");
+  write(tables[0].string(), ls);
+  cmd = std::string(KILN_CLI_PATH) + " tune --show > " + show + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::stringstream shown;
+  shown << std::ifstream(show).rdbuf();
+  EXPECT_NE(shown.str().find(row.substr(0, row.find(' '))), std::string::npos) << shown.str();
+  EXPECT_EQ(shown.str().find("8x8x8"), std::string::npos) << shown.str();
+  EXPECT_EQ(shown.str().find("measured "), std::string::npos) << shown.str();
+}
+#endif
 
 }  // namespace
 }  // namespace kiln

@@ -1,14 +1,16 @@
 // The `kiln` command as a library function: `kiln devices` lists every backend and device
 // (available or not, and why); `kiln demo` is the short showcase that `make demo` runs; `kiln
 // bench` runs the benchmark suite on every device and writes JSON and an HTML report
-// (tools/bench/); `kiln inspect` and `kiln run` read AOT artifacts. tools/kiln.cpp and the Python
-// package (`python -m kiln`) both call run_command.
+// (tools/bench/); `kiln tune` measures the host-dependent choices again (the cpu backend's
+// matmul library per shape class); `kiln inspect` and `kiln run` read AOT artifacts.
+// tools/kiln.cpp and the Python package (`python -m kiln`) both call run_command.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -22,6 +24,9 @@
 #include "tools/bench/peers.h"
 #include "tools/bench/report.h"
 #include "tools/cli.h"
+#ifdef KILN_HAVE_CPU_BACKEND
+#include "backends/cpu/matmul_classes.h"
+#endif
 
 namespace {
 
@@ -242,6 +247,55 @@ void show_progress(size_t done, size_t total, const std::string& what) {
   std::fflush(stderr);
 }
 
+// `kiln tune [--show]`: measures every matmul shape class on this host again (bench_matmul's
+// shapes and each class already in the table) and prints the table: each candidate's fastest
+// run and the winner. --show prints the table as it is, measuring nothing.
+int cmd_tune(bool show_only) {
+#ifndef KILN_HAVE_CPU_BACKEND
+  (void)show_only;
+  throw kiln::Error(
+      "kiln tune: this Kiln has no cpu backend (it needs LLVM 15 and OpenBLAS when "
+      "it is configured), so there is nothing to tune");
+#else
+  namespace cpu = kiln::cpu;
+  cpu::Tuner& tuner = cpu::matmul_tuner();
+  std::vector<cpu::TuneResult> results;
+  if (show_only) {
+    results = tuner.table();
+  } else {
+    std::vector<cpu::MatmulClass> classes = cpu::tune_classes();
+    for (size_t i = 0; i < classes.size(); ++i) {
+      show_progress(i, classes.size(), classes[i].key());
+      results.push_back(cpu::tune_matmul_class(classes[i]));
+    }
+    show_progress(classes.size(), classes.size(), "done");
+  }
+  std::string path = tuner.path();
+  std::printf("matmul library per shape class on %s; table %s\n", cpu::host_cpu_model().c_str(),
+              path.empty() ? "(in memory only: the cache folder was refused)" : path.c_str());
+  if (const char* forced = std::getenv(tuner.force_env().c_str()); forced && *forced)
+    std::printf("%s=%s is set: it overrides this table\n", tuner.force_env().c_str(), forced);
+  std::printf("%-34s %-14s %-62s %s\n", "class (batches / m x k x n / threads)", "kind",
+              "fastest run of each candidate", "winner");
+  for (const cpu::TuneResult& r : results) {
+    std::optional<cpu::MatmulClass> c = cpu::parse_matmul_key(r.key);
+    std::string times;
+    for (const auto& [id, sec] : r.seconds) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s%s %.3f ms", times.empty() ? "" : ", ", id.c_str(),
+                    sec * 1e3);
+      times += buf;
+    }
+    std::printf("%-34s %-14s %-62s %s\n", r.key.c_str(), c ? c->kind().c_str() : "?", times.c_str(),
+                r.winner.c_str());
+  }
+  if (!show_only)
+    std::printf("measured %zu classes in %.0f ms\n", results.size(),
+                tuner.seconds_measuring() * 1e3);
+  return 0;
+#endif
+}
+
 std::string now_string() {
   std::time_t t = std::time(nullptr);
   char buf[64];
@@ -319,6 +373,9 @@ int run_command(int argc, const char* const* argv, const CommandDefaults& defaul
   bench->add_option("--seconds", ba.seconds, "time per case, device and mode (default: suite's)");
   bench->add_flag("--peers", ba.peers, "also time NumPy, JAX and MLX on the same cases");
   bench->add_option("--python", ba.python, "the Python --peers runs (default " + ba.python + ")");
+  auto* tune = app.add_subcommand("tune", "measure the host-dependent choices again (cpu matmul)");
+  bool tune_show = false;
+  tune->add_flag("--show", tune_show, "print the table as it is, measuring nothing");
   auto* inspect = app.add_subcommand("inspect", "print an AOT artifact (its text form)");
   std::string art;
   bool dot = false;
@@ -352,6 +409,7 @@ int run_command(int argc, const char* const* argv, const CommandDefaults& defaul
     if (*devices) return cmd_devices();
     if (*demo) return cmd_demo(trace);
     if (*bench) return cmd_bench(ba);
+    if (*tune) return cmd_tune(tune_show);
     if (*inspect) return cmd_inspect(art, dot);
     if (*run) return cmd_run(run_art, run_in, run_out, run_device, run_trace, run_remap);
   } catch (const kiln::Error& e) {

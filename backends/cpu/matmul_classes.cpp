@@ -21,7 +21,9 @@ namespace {
 // Bumped when the candidates or the classes change meaning: older tables are then ignored.
 constexpr int kMatmulTuneVersion = 1;
 
-int log2_round(int64_t v) { return static_cast<int>(std::lround(std::log2(static_cast<double>(v)))); }
+int log2_round(int64_t v) {
+  return static_cast<int>(std::lround(std::log2(static_cast<double>(v))));
+}
 
 int64_t small_work() { return int64_t{1} << 21; }  // below 128^3 multiply-adds
 
@@ -32,8 +34,8 @@ struct Operands {
 };
 
 std::shared_ptr<Buffer> filled(Dtype d, int64_t elements) {
-  auto buf = BufferPool::instance()->allocate(static_cast<size_t>(elements) * d.size(),
-                                              Device{"cpu", 0});
+  auto buf =
+      BufferPool::instance()->allocate(static_cast<size_t>(elements) * d.size(), Device{"cpu", 0});
   if (d == float32) {
     auto* p = static_cast<float*>(buf->host_ptr());
     std::fill(p, p + elements, 0.25f);
@@ -80,8 +82,8 @@ std::vector<std::string> ids_of(const MatmulClass& c) {
 }
 
 std::string host_key() {
-  return host_cpu_model() + "|" + matmul_libraries() + "|kiln " KILN_VERSION_STRING "|matmul tune " +
-         std::to_string(kMatmulTuneVersion);
+  return host_cpu_model() + "|" + matmul_libraries() +
+         "|kiln " KILN_VERSION_STRING "|matmul tune " + std::to_string(kMatmulTuneVersion);
 }
 
 }  // namespace
@@ -111,10 +113,9 @@ MatmulClass matmul_class(const MatmulArgs& a, int threads) {
   c.threads = std::max(1, threads);
   // Exponents of batches, k, n, m: the order in which ties are halved (the batch count and the
   // summed size change the work but not the output tiles).
-  std::array<int, 4> e = {log2_round(std::max<size_t>(1, a.c_offsets.size())),
-                          log2_round(std::max<int64_t>(1, a.k)),
-                          log2_round(std::max<int64_t>(1, a.n)),
-                          log2_round(std::max<int64_t>(1, a.m))};
+  std::array<int, 4> e = {
+      log2_round(std::max<size_t>(1, a.c_offsets.size())), log2_round(std::max<int64_t>(1, a.k)),
+      log2_round(std::max<int64_t>(1, a.n)), log2_round(std::max<int64_t>(1, a.m))};
   auto over = [&] {
     int b = e[0], k = e[1], n = e[2], m = e[3];
     return b + m + k + n > kMaxWorkLog2 || b + m + k > kMaxOperandLog2 ||
@@ -200,13 +201,13 @@ std::vector<MatmulClass> tune_classes() {
     int64_t batches, m, k, n;
   };
   const Shape shapes[] = {{1, 1024, 1024, 1024}, {1, 256, 1024, 4096}, {1, 256, 4096, 1024},
-                          {1, 4096, 64, 4096},   {1, 1, 4096, 4096},    {1, 4096, 4096, 1},
-                          {1, 32, 32, 32},       {1, 64, 64, 64},       {1, 128, 128, 128},
-                          {1, 256, 256, 256},    {64, 64, 64, 64},      {16, 128, 128, 128}};
+                          {1, 4096, 64, 4096},   {1, 1, 4096, 4096},   {1, 4096, 4096, 1},
+                          {1, 32, 32, 32},       {1, 64, 64, 64},      {1, 128, 128, 128},
+                          {1, 256, 256, 256},    {64, 64, 64, 64},     {16, 128, 128, 128}};
   std::vector<MatmulClass> out;
   std::set<std::string> seen;
-  auto add = [&](const MatmulClass& c) {
-    if (seen.insert(c.key()).second) out.push_back(c);
+  auto add = [&](const MatmulClass& c) {  // one candidate is no choice: nothing to measure
+    if (matmul_candidates(c).size() > 1 && seen.insert(c.key()).second) out.push_back(c);
   };
   for (Dtype d : {float32, float64})
     for (const Shape& s : shapes) {

@@ -52,7 +52,8 @@ Tuner& matmul_tuner();
 TuneResult tune_matmul_class(const MatmulClass& c);
 
 // The classes `kiln tune` measures: bench_matmul's shapes (square, skinny, small, batched,
-// matrix-vector; float32 and float64) on every thread, and each class already in the table.
+// matrix-vector; float32 and float64) on every thread, and each class already in the table;
+// those with more than one candidate (float64 has only OpenBLAS gemm off matrix-vector shapes).
 std::vector<MatmulClass> tune_classes();
 
 }  // namespace kiln::cpu

@@ -216,10 +216,11 @@ TuneResult Tuner::measure_now(const std::string& key,
   tbb::this_task_arena::isolate([&] { seconds = time_candidates(candidates, kBudgetSeconds); });
   TuneResult r;
   r.key = key;
-  for (size_t i = 0; i < candidates.size(); ++i) r.seconds.emplace_back(candidates[i].id, seconds[i]);
-  r.winner = std::min_element(r.seconds.begin(), r.seconds.end(),
-                              [](const auto& a, const auto& b) { return a.second < b.second; })
-                 ->first;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    r.seconds.emplace_back(candidates[i].id, seconds[i]);
+  r.winner = std::min_element(r.seconds.begin(), r.seconds.end(), [](const auto& a, const auto& b) {
+               return a.second < b.second;
+             })->first;
   {
     std::unique_lock<std::shared_mutex> lock(mu_);
     seconds_measuring_ += std::chrono::duration<double>(Clock::now() - t0).count();
