@@ -414,8 +414,12 @@ class CpuMatmulChoice : public ::testing::Test {
   void SetUp() override {
     for (const char* v : {"KILN_CACHE_DIR", "KILN_MATMUL"})
       if (const char* x = std::getenv(v)) saved_[v] = x;
-    dir_ = std::filesystem::temp_directory_path() /
-           ("kiln-matmul-choice-" + std::to_string(::getpid()));
+    // Beside the build tree's caches when there is one: kernels the public op compiles are
+    // written here by a background thread, which may still be writing when the test ends.
+    std::filesystem::path base = saved_.count("KILN_CACHE_DIR")
+                                     ? std::filesystem::path(saved_["KILN_CACHE_DIR"])
+                                     : std::filesystem::temp_directory_path();
+    dir_ = base / ("kiln-matmul-choice-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir_);
     ::setenv("KILN_CACHE_DIR", dir_.c_str(), 1);
     ::unsetenv("KILN_MATMUL");
@@ -429,7 +433,8 @@ class CpuMatmulChoice : public ::testing::Test {
         ::unsetenv(v);
     }
     cpu::matmul_tuner().forget();
-    std::filesystem::remove_all(dir_);
+    std::error_code ec;  // best effort (see SetUp)
+    std::filesystem::remove_all(dir_, ec);
   }
   std::map<std::string, std::string> saved_;
   std::filesystem::path dir_;

@@ -43,7 +43,8 @@ class Tune : public ::testing::Test {
     else
       ::unsetenv("KILN_CACHE_DIR");
     ::unsetenv(kForce);
-    std::filesystem::remove_all(dir_);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
   }
 
   // The candidates, counting how often they are made (once per measurement).

@@ -183,6 +183,10 @@ std::string Tuner::choose(const std::string& key, const std::vector<std::string>
                 " (or auto: measured)");
   }
   if (ids.size() == 1) return ids[0];
+  {  // the common case: known in memory, no look at the file system
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    if (const TuneResult* r = find_locked(key, ids)) return r->winner;
+  }
   load_if_needed();
   {
     std::shared_lock<std::shared_mutex> lock(mu_);

@@ -54,7 +54,8 @@ class Tuner {
   std::string path() const;
   const std::string& force_env() const { return force_env_; }
 
-  // Forgets what memory holds, so the next choice reads the disk again (tests).
+  // Forgets what memory holds, so the next choice reads the disk again: a known key is answered
+  // from memory without looking at the folder, which tests redirect (KILN_CACHE_DIR).
   void forget();
 
   // Time spent measuring so far in this process, in seconds.
