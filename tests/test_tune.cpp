@@ -1,8 +1,8 @@
 // Choosing by measuring (backends/cpu/tune.h): a choice is measured once, kept in memory and in
 // the table on disk, read back by a later Tuner (as by a later process), measured again when its
 // entry is corrupt, names other candidates or was written for another host, and forced by the
-// family's variable. The candidates are a no-op and a 3 ms sleep, so which wins never depends on
-// the machine's speed or load.
+// family's variable. The candidates are a no-op and 3 ms of spinning (CPU time of the thread), so
+// which wins never depends on the machine's speed or load.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -23,6 +23,13 @@ using cpu::TuneCandidate;
 using cpu::Tuner;
 
 const std::vector<std::string> kIds = {"fast", "slow"};
+
+// Spins for 3 ms of this thread's CPU time (the clock candidates are timed by).
+void spin() {
+  double t0 = cpu::thread_cpu_seconds();
+  while (cpu::thread_cpu_seconds() - t0 < 0.003) {
+  }
+}
 constexpr char kForce[] = "KILN_TEST_TUNE_FORCE";
 
 // A private KILN_CACHE_DIR for each test, restored afterwards.
@@ -51,9 +58,7 @@ class Tune : public ::testing::Test {
   std::function<std::vector<TuneCandidate>()> make() {
     return [this] {
       ++made;
-      return std::vector<TuneCandidate>{
-          {"fast", [] {}},
-          {"slow", [] { std::this_thread::sleep_for(std::chrono::milliseconds(3)); }}};
+      return std::vector<TuneCandidate>{{"fast", [] {}}, {"slow", spin}};
     };
   }
 
@@ -153,10 +158,7 @@ TEST_F(Tune, StaleEntriesAreMeasuredAgain) {
   EXPECT_EQ(made, 3);
   b.choose("k1", {"fast", "slow", "new"}, [&] {
     ++made;
-    return std::vector<TuneCandidate>{
-        {"fast", [] {}},
-        {"slow", [] { std::this_thread::sleep_for(std::chrono::milliseconds(3)); }},
-        {"new", [] { std::this_thread::sleep_for(std::chrono::milliseconds(3)); }}};
+    return std::vector<TuneCandidate>{{"fast", [] {}}, {"slow", spin}, {"new", spin}};
   });
   EXPECT_EQ(made, 4);
   ASSERT_EQ(b.table().size(), 1u);

@@ -19,7 +19,7 @@ namespace kiln::cpu {
 namespace {
 
 // Bumped when the candidates or the classes change meaning: older tables are then ignored.
-constexpr int kMatmulTuneVersion = 1;
+constexpr int kMatmulTuneVersion = 2;
 
 int log2_round(int64_t v) {
   return static_cast<int>(std::lround(std::log2(static_cast<double>(v))));
@@ -67,11 +67,29 @@ std::shared_ptr<Operands> operands_for(const MatmulClass& c) {
   return o;
 }
 
+// What one of the class's threads runs: its share of the tiles (gemm_tiles.h), as independent
+// products of one tile's shape. Every library is cut into the same tiles, so the libraries
+// differ in how fast a core runs a tile, and one thread measures that without needing the
+// machine's other cores to be idle.
+MatmulClass one_threads_share(const MatmulClass& c) {
+  TileGrid g = plan_tiles(c.batches, c.m, c.n, c.k, c.threads);
+  int64_t tiles = c.batches * ((c.m + g.rows - 1) / g.rows) * ((c.n + g.cols - 1) / g.cols);
+  MatmulClass t = c;
+  t.m = g.rows;
+  t.n = g.cols;
+  t.batches = (tiles + c.threads - 1) / c.threads;
+  t.threads = 1;
+  return t;
+}
+
 std::vector<TuneCandidate> candidates_for(const MatmulClass& c) {
-  std::shared_ptr<Operands> o = operands_for(c);
+  std::shared_ptr<Operands> o = operands_for(one_threads_share(c));
+  // An arena of one: the tiles run on the calling thread, as TuneCandidate requires.
+  auto alone = std::make_shared<tbb::task_arena>(1);
   std::vector<TuneCandidate> out;
   for (MatmulLibrary lib : matmul_candidates(c))
-    out.push_back({library_id(lib), [o, lib] { matmul_with(lib, o->args); }});
+    out.push_back(
+        {library_id(lib), [o, alone, lib] { alone->execute([&] { matmul_with(lib, o->args); }); }});
   return out;
 }
 

@@ -1,7 +1,8 @@
 // Which library runs a float matmul on the cpu backend, chosen by measuring this host (tune.h):
 // each problem falls into a shape class whose representative problem (every size rounded to a
-// power of two, then shrunk until it is quick to run) is timed once per host on every library
-// that can run it, on as many threads as the caller may use. KILN_MATMUL=onednn|openblas-gemm|
+// power of two, then shrunk until it is quick to run, on as many threads as the caller may use)
+// is timed once per host on every library that can run it: one thread's share of its tiles, on
+// one thread, in CPU time (tune.h). KILN_MATMUL=onednn|openblas-gemm|
 // openblas-gemv forces a library for debugging (kiln::Error where it cannot run a class); auto or
 // unset measures. Integer dtypes have one implementation, the loop, and are not measured.
 #pragma once

@@ -1,11 +1,12 @@
 // Choices that depend on the host, made by measuring it: a choice has a key naming the problem
 // class ("matmul/f32/256x1024x1024/b1/t2") and candidates that do the same work differently. On
-// first use the candidates are timed briefly (round by round, interleaved, fastest round of each)
-// and the fastest wins. Winners and every candidate's time are kept in memory and in a table on
-// disk beside the kernel cache (DiskCache::directory()), one table per family and host (CPU model,
-// library versions, Kiln's version), so a later process skips the measurement; a table for another
-// host, and entries that do not verify or name other candidates, are ignored and measured again.
-// An environment variable per family forces a candidate (debugging). Thread-safe.
+// first use the candidates are timed briefly (round by round, interleaved, fastest round of each,
+// in CPU time of the calling thread) and the fastest wins. Winners and every candidate's time are
+// kept in memory and in a table on disk beside the kernel cache (DiskCache::directory()), one table
+// per family and host (CPU model, library versions, Kiln's version), so a later process skips the
+// measurement; a table for another host, and entries that do not verify or name other candidates,
+// are ignored and measured again. An environment variable per family forces a candidate
+// (debugging). Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +21,12 @@
 
 namespace kiln::cpu {
 
+// A candidate does its work on the calling thread alone: it is timed by the thread's CPU time,
+// which time spent preempted by the machine's other work does not inflate (a loaded machine's
+// wall times picked the wrong matmul library here), so one quiet core is not even needed.
 struct TuneCandidate {
   std::string id;             // stable, no spaces: what the table and the variable name it by
-  std::function<void()> run;  // the work once
+  std::function<void()> run;  // the work once, on the calling thread
 };
 
 struct TuneResult {
@@ -75,12 +79,15 @@ class Tuner {
   void store(const TuneResult& r);
 };
 
-// Each candidate's fastest run in seconds: every candidate once untimed (first-use costs), then
-// rounds that run each once, at least kMinRounds and at most kMaxRounds, stopping after the
-// minimum once `budget_seconds` have passed.
+// Each candidate's fastest run in seconds of the calling thread's CPU time: every candidate
+// once untimed (first-use costs) and once timed, then rounds that time each once (several runs
+// per sample when one run is shorter than kMinSampleSeconds), at least kMinRounds and at most
+// kMaxRounds, stopping after the minimum once `budget_seconds` of wall time have passed.
 constexpr int kMinRounds = 3, kMaxRounds = 9;
+constexpr double kMinSampleSeconds = 50e-6;
 std::vector<double> time_candidates(const std::vector<TuneCandidate>& candidates,
                                     double budget_seconds);
+double thread_cpu_seconds();
 
 // "AMD EPYC 9B45 family 26 model 2 stepping 1": the CPU as /proc/cpuinfo names it.
 std::string host_cpu_model();
