@@ -276,7 +276,7 @@ int cmd_tune(bool show_only) {
   if (const char* forced = std::getenv(tuner.force_env().c_str()); forced && *forced)
     std::printf("%s=%s is set: it overrides this table\n", tuner.force_env().c_str(), forced);
   std::printf("%-34s %-14s %-62s %s\n", "class (batches / m x k x n / threads)", "kind",
-              "fastest run of each candidate", "winner");
+              "one thread's share of the tiles, fastest run (CPU time)", "winner");
   for (const cpu::TuneResult& r : results) {
     std::optional<cpu::MatmulClass> c = cpu::parse_matmul_key(r.key);
     std::string times;

@@ -1,6 +1,6 @@
-// The `kiln` command (devices, demo, bench, tune, inspect, run) as one function, so that the executable
-// (tools/kiln.cpp) and the Python package (`python -m kiln`, python/src/cli.cpp) run the same
-// code: same suites, same JSON and HTML reports.
+// The `kiln` command (devices, demo, bench, tune, inspect, run) as one function, so that the
+// executable (tools/kiln.cpp) and the Python package (`python -m kiln`, python/src/cli.cpp) run the
+// same code: same suites, same JSON and HTML reports.
 #pragma once
 
 #include <string>
