@@ -414,8 +414,9 @@ class CpuMatmulChoice : public ::testing::Test {
   void SetUp() override {
     for (const char* v : {"KILN_CACHE_DIR", "KILN_MATMUL"})
       if (const char* x = std::getenv(v)) saved_[v] = x;
-    // Beside the build tree's caches when there is one: kernels the public op compiles are
-    // written here by a background thread, which may still be writing when the test ends.
+    // Inside the process's own cache folder (test_cpu_backend.cpp's, removed at exit): kernels
+    // the public op compiles are written here by a background thread, which may still be
+    // writing when the test ends.
     std::filesystem::path base = saved_.count("KILN_CACHE_DIR")
                                      ? std::filesystem::path(saved_["KILN_CACHE_DIR"])
                                      : std::filesystem::temp_directory_path();
