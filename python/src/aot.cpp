@@ -59,6 +59,28 @@ std::vector<Array> call_arrays(const Stage& stage, const nb::args& args, const n
   return std::move(flat.arrays);
 }
 
+// remap= as Executable::load takes it: a dict whose keys and values are device names or
+// kiln.Device objects (None: no remapping).
+DeviceMap device_map(nb::handle remap) {
+  DeviceMap out;
+  if (remap.is_none()) return out;
+  if (!nb::isinstance<nb::dict>(remap))
+    throw nb::type_error(("Executable.load: remap is a " +
+                          std::string(nb::type_name(remap.type()).c_str()) +
+                          "; give a dict such as {\"opencl:0\": \"cpu:0\"}")
+                             .c_str());
+  auto name = [](nb::handle h) {
+    if (nb::isinstance<Device>(h)) return nb::cast<Device>(h).str();
+    if (nb::isinstance<nb::str>(h)) return nb::cast<std::string>(h);
+    throw nb::type_error(("Executable.load: remap holds a " +
+                          std::string(nb::type_name(h.type()).c_str()) +
+                          "; its keys and values are device names (\"opencl:0\") or kiln.Device")
+                             .c_str());
+  };
+  for (auto [k, v] : nb::borrow<nb::dict>(remap)) out[name(k)] = name(v);
+  return out;
+}
+
 nb::object run_executable(const PyExecutable& e, const nb::args& args, const nb::kwargs& kwargs) {
   std::vector<Array> in = call_arrays(e.stage, args, kwargs);
   std::vector<Array> out;
@@ -174,7 +196,8 @@ void init_aot(nb::module_& m) {
           "with captured inputs/outputs state cannot be saved.")
       .def_static(
           "load",
-          [](nb::handle file, const DeviceMap& remap) {
+          [](nb::handle file, nb::handle remap_arg) {
+            DeviceMap remap = device_map(remap_arg);
             std::string p = path_of(file);
             Executable exe;
             {
@@ -183,7 +206,7 @@ void init_aot(nb::module_& m) {
             }
             return PyExecutable{std::move(exe), Stage{}};
           },
-          "file"_a, "remap"_a = DeviceMap{},
+          "file"_a, "remap"_a = nb::none(),
           "Reads an artifact; remap={\"opencl:0\": \"cpu:0\"} runs the work it places on a "
           "device under another's name. The result takes the arguments' arrays in order and "
           "returns a list of arrays.");

@@ -159,10 +159,11 @@ def test_save_load_in_this_process_with_remap(tmp_path):
     assert isinstance(out, list) and len(out) == 1  # a loaded executable returns a list
     np.testing.assert_array_equal(np.array(out[0]), np.array(exe(x)))
     target = "cpu:0" if "cpu" in DEVICES else "reference:0"
-    moved = mx.Executable.load(path, remap={"reference:0": target})
-    got = run_profiled(lambda: moved(x))
-    assert any(dev == target for _, dev in got[1])
-    np.testing.assert_allclose(got[0], np.array(exe(x)), rtol=1e-5, atol=1e-6)
+    for remap in ({"reference:0": target}, {mx.device("reference"): mx.device(target)}):
+        moved = mx.Executable.load(path, remap=remap)
+        got = run_profiled(lambda: moved(x))
+        assert any(dev == target for _, dev in got[1])
+        np.testing.assert_allclose(got[0], np.array(exe(x)), rtol=1e-5, atol=1e-6)
 
 
 def test_bad_remaps_and_files_raise_naming_the_problem(tmp_path):
@@ -174,8 +175,10 @@ def test_bad_remaps_and_files_raise_naming_the_problem(tmp_path):
         mx.Executable.load(path, remap={"opencl:7": "cpu:0"})
     with pytest.raises(mx.Error, match="cannot remap reference:0 to nosuch:0"):
         mx.Executable.load(path, remap={"reference:0": "nosuch:0"})
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="device names"):
         mx.Executable.load(path, remap={"reference:0": 3})
+    with pytest.raises(TypeError, match="give a dict"):
+        mx.Executable.load(path, remap=[("reference:0", "cpu:0")])
     with pytest.raises(mx.Error, match="keyword"):
         mx.Executable.load(path)(x=x)
     with pytest.raises(ValueError, match="expected an array"):
