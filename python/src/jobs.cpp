@@ -258,10 +258,28 @@ nb::object submit(PyScheduler& self, nb::handle fn, nb::handle args, nb::handle 
   data->args_structure = flat.structure;
   JobOptions options = job_options(stream, priority, deadline, std::move(name));
   Scheduler& s = self.get();
+  Fn f = job_function(data);
   std::optional<Job> job;
-  {
-    nb::gil_scoped_release release;  // a full queue blocks here while workers need the GIL
-    job.emplace(s.submit(job_function(data), std::move(flat.arrays), std::move(options)));
+  if (t_worker_of == &self) {
+    // From one of its own jobs: the C++ submit raises rather than wait on a full queue for room
+    // only this worker could make.
+    {
+      nb::gil_scoped_release release;
+      job.emplace(s.submit(std::move(f), std::move(flat.arrays), std::move(options)));
+    }
+    return nb::cast(PyJob{*job, data});
+  }
+  // A full queue: wait for room with the GIL released (workers need it to make room), trying
+  // again after pauses growing to 10 ms, and Ctrl-C raises KeyboardInterrupt meanwhile.
+  for (auto pause = std::chrono::microseconds(50);;
+       pause = std::min(pause * 2, std::chrono::microseconds(10000))) {
+    {
+      nb::gil_scoped_release release;
+      job = s.try_submit(f, flat.arrays, options);
+      if (!job) std::this_thread::sleep_for(pause);
+    }
+    if (job) break;
+    if (PyErr_CheckSignals() != 0) throw nb::python_error();
   }
   return nb::cast(PyJob{*job, data});
 }
@@ -311,6 +329,20 @@ void init_jobs(nb::module_& m) {
           },
           "Cancels at once if queued, at the next task boundary if running; False if it had "
           "already ended.")
+      .def_prop_ro(
+          "queued_ms",
+          [](const PyJob& j) {
+            nb::gil_scoped_release release;
+            return j.job.times().queued_ms();
+          },
+          "Milliseconds from submission to its start (or its end, if it never started).")
+      .def_prop_ro(
+          "run_ms",
+          [](const PyJob& j) {
+            nb::gil_scoped_release release;
+            return j.job.times().run_ms();
+          },
+          "Milliseconds from its start to its end (0 until it ends or if it never started).")
       .def_prop_ro("name", [](const PyJob& j) { return j.job.name(); })
       .def_prop_ro("stream", [](const PyJob& j) { return j.job.stream(); })
       .def("__repr__", [](const PyJob& j) {
@@ -341,8 +373,9 @@ void init_jobs(nb::module_& m) {
           "capacity"_a = 1024, "workers"_a = 0)
       .def("submit", &submit, "fn"_a, "args"_a = nb::tuple(), "stream"_a = nb::none(),
            "priority"_a = 0, "deadline"_a = nb::none(), "name"_a = "",
-           "Queues fn(*args) (blocking while the queue is full). stream: a kiln.Stream or device "
-           "(default: the caller's current stream); deadline: seconds from now.")
+           "Queues fn(*args), waiting while the queue is full (Ctrl-C raises KeyboardInterrupt). "
+           "stream: a kiln.Stream or device (default: the caller's current stream); deadline: "
+           "seconds from now.")
       .def("wait_all",
            [](PyScheduler& self) {
              Scheduler& s = self.get();

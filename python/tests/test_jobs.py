@@ -216,3 +216,29 @@ def test_a_scheduler_freed_by_its_own_job_finishes_without_deadlock():
         time.sleep(0.01)
     assert gone() is None
     assert (mx.ones(2) + 1).tolist() == [2.0, 2.0]
+
+
+def test_a_full_queue_blocks_submit_until_room_and_ctrl_c_interrupts_it():
+    gate = threading.Event()
+    with mx.Scheduler(workers=1, capacity=1) as s:
+        first = s.submit(gated(gate), (mx.ones(1),))
+        while first.status == mx.JobStatus.queued:
+            time.sleep(0.001)
+        queued = s.submit(lambda: 1)  # fills the queue
+        timer = threading.Timer(0.2, _thread.interrupt_main)
+        timer.start()
+        start = time.perf_counter()
+        with pytest.raises(KeyboardInterrupt):
+            s.submit(lambda: 2)
+        assert time.perf_counter() - start < 5 and s.queued == 1
+        threading.Timer(0.1, gate.set).start()
+        last = s.submit(lambda: 3)  # waits for room, which the workers make without the GIL
+        assert last.outputs() == 3 and queued.outputs() == 1
+        assert first.run_ms >= 100 and last.queued_ms >= 0 and first.queued_ms >= 0
+        # From one of its own jobs, a full queue raises instead of waiting for itself.
+        def submits_two():
+            s.submit(lambda: None)  # fits: the queue is empty while this job runs
+            s.submit(lambda: None)
+        a = s.submit(submits_two)
+        assert a.wait(30) and a.status == mx.JobStatus.failed
+        assert "would wait for itself" in str(a.error)
