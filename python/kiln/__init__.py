@@ -25,8 +25,8 @@ float16, bfloat16, float32, float64 = (_kiln.float16, _kiln.bfloat16, _kiln.floa
                                        _kiln.float64)
 
 from ._composites import (addmm, all, allclose, any, array_equal, broadcast_arrays,  # noqa: E402,A004
-                          eye, identity, isclose, isfinite, isinf, isnan, log2, log10,
-                          reciprocal, square, unflatten)
+                          degrees, eye, identity, isclose, isfinite, isinf, isnan, log2, log10,
+                          logaddexp, radians, reciprocal, square, unflatten)
 
 for _name in _composites.METHODS:  # as array methods too, like the C++ ones
     setattr(array, _name, getattr(_composites, _name))
@@ -91,6 +91,39 @@ class compute_on(_contextlib.ContextDecorator):
     def __exit__(self, *exc):
         self._scopes.pop().__exit__(*exc)
         return False
+
+
+def grad(fun, argnums=None):
+    """The gradient of ``fun``'s (scalar) result with respect to its ``argnums`` arguments
+    (pytrees of arrays; argument 0 by default): one tree, or a tuple of them for a sequence."""
+
+    @_functools.wraps(fun)
+    def grad_fn(*args, **kwargs):
+        return _kiln._value_and_grad_call(fun, argnums, False, args, kwargs)
+
+    return grad_fn
+
+
+def value_and_grad(fun, argnums=None):
+    """As grad, returning ``(fun's result, the gradient)``; ``fun`` may return
+    ``(loss, auxiliary...)``, differentiating the first element."""
+
+    @_functools.wraps(fun)
+    def value_and_grad_fn(*args, **kwargs):
+        return _kiln._value_and_grad_call(fun, argnums, True, args, kwargs)
+
+    return value_and_grad_fn
+
+
+def vmap(fun, in_axes=0, out_axes=0):
+    """``fun`` mapped over axis ``in_axes`` of its arguments (an int or None for all, or one per
+    argument), the results stacked on ``out_axes``."""
+
+    @_functools.wraps(fun)
+    def vmap_fn(*args):
+        return _kiln._vmap_call(fun, in_axes, out_axes, args)
+
+    return vmap_fn
 
 
 @_contextlib.contextmanager

@@ -112,27 +112,81 @@ nb::list to_list(const std::vector<Array>& v) {
   return l;
 }
 
-int axis_of(nb::handle h) { return h.is_none() ? -1 : nb::cast<int>(h); }
+// An in_axes / out_axes entry: an int, or None (not mapped).
+int axis_of(nb::handle h, const char* what) {
+  if (h.is_none()) return -1;
+  if (!nb::isinstance<nb::int_>(h) || nb::isinstance<nb::bool_>(h))
+    throw Error(std::string("vmap: ") + what + " holds a " + nb::type_name(h.type()).c_str() +
+                "; each entry must be an int axis or None");
+  return nb::cast<int>(h);
+}
+
+bool is_sequence(nb::handle h) {
+  return nb::isinstance<nb::tuple>(h) || nb::isinstance<nb::list>(h);
+}
+
+// in_axes for argument i: one entry for all arguments, or one per argument.
+nb::handle in_axis_for(nb::handle in_axes, size_t i, size_t n) {
+  if (!is_sequence(in_axes)) return in_axes;
+  if (nb::len(in_axes) != n)
+    throw Error("vmap: in_axes has " + std::to_string(nb::len(in_axes)) +
+                " entries but the function got " + std::to_string(n) +
+                " arguments; give one per argument, or one int (or None) for all");
+  return in_axes[i];
+}
+
+nb::object vmap_call(nb::object fun, nb::object in_axes, nb::object out_axes, nb::args args) {
+  // One axis per flattened input leaf: an int or None for all, or one per argument.
+  std::vector<Array> flat;
+  std::vector<int> in;
+  std::vector<nb::object> structures;
+  std::vector<size_t> counts;  // arrays per argument
+  for (size_t i = 0; i < args.size(); ++i) {
+    Flat f = flatten(args[i]);
+    int ax = axis_of(in_axis_for(in_axes, i, args.size()), "in_axes");
+    for (const Array& a : f.arrays) flat.push_back(a), in.push_back(ax);
+    structures.push_back(f.structure);
+    counts.push_back(f.arrays.size());
+  }
+  nb::object out_structure;
+  Fn f = [&](const std::vector<Array>& xs) {
+    nb::list call;
+    size_t at = 0;
+    for (size_t i = 0; i < structures.size(); ++i) {
+      auto from = xs.begin() + static_cast<long>(at);
+      call.append(
+          unflatten(structures[i], std::vector<Array>(from, from + static_cast<long>(counts[i]))));
+      at += counts[i];
+    }
+    Flat o = flatten(fun(*call), Leaves::Arrays, "the function's result");
+    out_structure = o.structure;
+    return o.arrays;
+  };
+  std::vector<int> out;
+  bool per_output = is_sequence(out_axes);
+  if (per_output)
+    for (nb::handle h : out_axes) out.push_back(axis_of(h, "out_axes"));
+  int out_axis = per_output ? 0 : axis_of(out_axes, "out_axes");
+  std::vector<Array> r = vmap(f, in, out)(flat);
+  if (!per_output && out_axis != 0)
+    for (Array& a : r) a = moveaxis(a, 0, out_axis);
+  return unflatten(out_structure, r);
+}
 
 }  // namespace
 
 void init_transforms(nb::module_& m) {
+  // grad, value_and_grad and vmap return Python closures over these (python/kiln/__init__.py):
+  // a closure is visible to Python's garbage collector, so a function that refers to its own
+  // transform (a global `grad_fn = kiln.grad(loss)` used inside `loss`'s module) is freed; a C++
+  // function holding `fun` would keep such a cycle alive forever.
   m.def(
-      "value_and_grad",
-      [](nb::object fun, nb::object argnums) {
-        return nb::cpp_function([fun, argnums](nb::args args, nb::kwargs kwargs) {
-          return value_and_grad_call(fun, argnums, args, kwargs, true);
-        });
+      "_value_and_grad_call",
+      [](nb::object fun, nb::object argnums, bool want_value, nb::tuple args, nb::dict kwargs) {
+        return value_and_grad_call(fun, argnums, nb::borrow<nb::args>(args),
+                                   nb::borrow<nb::kwargs>(kwargs), want_value);
       },
-      "fun"_a, "argnums"_a = nb::none());
-  m.def(
-      "grad",
-      [](nb::object fun, nb::object argnums) {
-        return nb::cpp_function([fun, argnums](nb::args args, nb::kwargs kwargs) {
-          return value_and_grad_call(fun, argnums, args, kwargs, false);
-        });
-      },
-      "fun"_a, "argnums"_a = nb::none());
+      "fun"_a, "argnums"_a.none(), "want_value"_a, "args"_a, "kwargs"_a);
   m.def(
       "vjp",
       [](nb::object fun, nb::handle primals, nb::handle cotangents) {
@@ -150,49 +204,11 @@ void init_transforms(nb::module_& m) {
       },
       "fun"_a, "primals"_a, "tangents"_a);
   m.def(
-      "vmap",
-      [](nb::object fun, nb::object in_axes, nb::object out_axes) {
-        return nb::cpp_function([fun, in_axes, out_axes](nb::args args) {
-          // One axis per flattened input leaf: an int or None for all, or one per argument.
-          std::vector<Array> flat;
-          std::vector<int> in;
-          std::vector<nb::object> structures;
-          std::vector<size_t> counts;  // arrays per argument
-          for (size_t i = 0; i < args.size(); ++i) {
-            Flat f = flatten(args[i]);
-            nb::handle ax = nb::isinstance<nb::tuple>(in_axes) || nb::isinstance<nb::list>(in_axes)
-                                ? in_axes[i]
-                                : in_axes;
-            for (const Array& a : f.arrays) flat.push_back(a), in.push_back(axis_of(ax));
-            structures.push_back(f.structure);
-            counts.push_back(f.arrays.size());
-          }
-          nb::object out_structure;
-          Fn f = [&](const std::vector<Array>& xs) {
-            nb::list call;
-            size_t at = 0;
-            for (size_t i = 0; i < structures.size(); ++i) {
-              auto from = xs.begin() + static_cast<long>(at);
-              call.append(unflatten(structures[i],
-                                    std::vector<Array>(from, from + static_cast<long>(counts[i]))));
-              at += counts[i];
-            }
-            Flat o = flatten(fun(*call), Leaves::Arrays, "the function's result");
-            out_structure = o.structure;
-            return o.arrays;
-          };
-          std::vector<int> out;
-          bool per_output =
-              nb::isinstance<nb::tuple>(out_axes) || nb::isinstance<nb::list>(out_axes);
-          if (per_output)
-            for (nb::handle h : out_axes) out.push_back(axis_of(h));
-          std::vector<Array> r = vmap(f, in, out)(flat);
-          if (!per_output && axis_of(out_axes) != 0)
-            for (Array& a : r) a = moveaxis(a, 0, axis_of(out_axes));
-          return unflatten(out_structure, r);
-        });
+      "_vmap_call",
+      [](nb::object fun, nb::object in_axes, nb::object out_axes, nb::tuple args) {
+        return vmap_call(fun, in_axes, out_axes, nb::borrow<nb::args>(args));
       },
-      "fun"_a, "in_axes"_a = 0, "out_axes"_a = 0);
+      "fun"_a, "in_axes"_a.none(), "out_axes"_a.none(), "args"_a);
 }
 
 }  // namespace kiln::py
