@@ -98,6 +98,25 @@ def log10(a, *, stream=None):
     return _k.divide(_k.log(a, stream=stream), 2.302585092994046, stream=stream)
 
 
+def logaddexp(a, b, *, stream=None):
+    # log(e^a + e^b) = max + log1p(e^-|a - b|): no overflow for large a or b. Equal infinities
+    # give that infinity (not inf - inf).
+    a, b = _k.asarray(a), _k.asarray(b)
+    hi = _k.maximum(a, b, stream=stream)
+    gap = _k.abs(_k.subtract(a, b, stream=stream), stream=stream)
+    gap = _k.where(_k.equal(a, b, stream=stream), 0, gap, stream=stream)
+    return _k.add(hi, _k.log1p(_k.exp(_k.negative(gap), stream=stream), stream=stream),
+                  stream=stream)
+
+
+def degrees(a, *, stream=None):
+    return _k.multiply(a, 57.29577951308232, stream=stream)
+
+
+def radians(a, *, stream=None):
+    return _k.multiply(a, 0.017453292519943295, stream=stream)
+
+
 def unflatten(a, axis, shape, *, stream=None):
     a = _k.asarray(a)
     axis = axis % a.ndim

@@ -129,3 +129,17 @@ def test_native_scans_sorts_and_gathers_match_numpy():
                        rtol=1e-5, atol=1e-5)
     idx = rng.integers(-1000, 1000, 300)
     assert np.array_equal(np.array(mx.take(a, mx.array(idx))), np.take(x, idx))
+
+
+def test_logaddexp_degrees_radians_against_numpy():
+    import numpy as np
+    a = np.array([-1000.0, -1.0, 0.0, 3.0, 1000.0, np.inf, -np.inf], np.float32)
+    b = np.array([-1000.0, 2.0, 0.0, -3.0, 999.0, np.inf, -np.inf], np.float32)
+    got = np.array(mx.logaddexp(mx.array(a), mx.array(b)))
+    np.testing.assert_allclose(got, np.logaddexp(a, b), rtol=1e-6)
+    g = mx.grad(lambda x: mx.sum(mx.logaddexp(x, mx.zeros(3))))(mx.array([-2.0, 0.0, 2.0]))
+    np.testing.assert_allclose(np.array(g), 1 / (1 + np.exp(-np.array([-2.0, 0.0, 2.0]))),
+                               rtol=1e-6)
+    x = np.array([0.0, 90.0, 180.0], np.float32)
+    np.testing.assert_allclose(np.array(mx.radians(mx.array(x))), np.radians(x), rtol=1e-6)
+    np.testing.assert_allclose(np.array(mx.degrees(mx.radians(mx.array(x)))), x, rtol=1e-6)
