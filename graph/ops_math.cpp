@@ -24,10 +24,14 @@ Array log1p(const Array& a, StreamOrDevice s) {
   Array x = as_float(a, s);
   Array u = add(x, fill_like(x, 1, s), s);
   Array d = subtract(u, fill_like(x, 1, s), s);
-  // log(u) * x / (u - 1) cancels the rounding of 1 + x (Goldberg); where u rounds to 1, x.
-  Array r = multiply(log(u, s), divide(x, d, s), s);
+  Array zero = equal(d, fill_like(x, 0, s), s);
+  // log(u) * x / (u - 1) cancels the rounding of 1 + x (Goldberg); where u rounds to 1, x. The
+  // division takes 1 there instead of 0: the branch where() drops still gets differentiated,
+  // and x / 0 would make its zero cotangent 0 * inf = NaN.
+  Array safe_d = where(zero, fill_like(x, 1, s), d, s);
+  Array r = multiply(log(u, s), divide(x, safe_d, s), s);
   Array inf = fill_like(x, INFINITY, s);
-  return where(equal(d, fill_like(x, 0, s), s), x, where(equal(x, inf, s), x, r, s), s);
+  return where(zero, x, where(equal(x, inf, s), x, r, s), s);
 }
 
 Array expm1(const Array& a, StreamOrDevice s) {
@@ -35,12 +39,19 @@ Array expm1(const Array& a, StreamOrDevice s) {
   Array u = exp(x, s);
   Array one = fill_like(x, 1, s);
   Array um1 = subtract(u, one, s);
-  // (u - 1) * x / log(u) (Kahan); where u rounds to 1, x; where u - 1 is -1, -1.
-  Array r = divide(multiply(um1, x, s), log(u, s), s);
   Array inf = fill_like(x, INFINITY, s);
-  r = where(equal(um1, fill_like(x, -1, s), s), um1, r, s);
-  r = where(equal(u, inf, s), u, r, s);
-  return where(equal(u, one, s), x, r, s);
+  Array at_one = equal(u, one, s), at_minus_one = equal(um1, fill_like(x, -1, s), s),
+        at_inf = equal(u, inf, s);
+  // (u - 1) * x / log(u) (Kahan); where u rounds to 1, x; where u - 1 is -1, -1. The division
+  // reads log(u) only where that branch is taken (1 elsewhere): the branches where() drops are
+  // differentiated too, and dividing by log(1) = 0 or log(0) would turn their zero cotangents
+  // into NaN.
+  Array taken = logical_not(logical_or(at_one, logical_or(at_minus_one, at_inf, s), s), s);
+  Array safe_u = where(taken, u, fill_like(x, 2, s), s);
+  Array r = divide(multiply(um1, x, s), log(safe_u, s), s);
+  r = where(at_minus_one, um1, r, s);
+  r = where(at_inf, u, r, s);
+  return where(at_one, x, r, s);
 }
 
 // Horner's rule for the polynomial with coefficients c (highest degree first) at w.

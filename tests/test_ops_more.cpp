@@ -3,6 +3,7 @@
 // interpreter on random inputs, and their errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -91,6 +92,26 @@ TEST(OpsMore, IndexingSortingAndShapesMatchNumpy) {
   Array sq = reshape(arange(9, float32), {3, 3});
   expect_values(tril(sq), {0, 0, 0, 3, 4, 0, 6, 7, 8});
   expect_values(triu(sq, 1), {0, 1, 2, 0, 0, 5, 0, 0, 0});
+}
+
+// log1p and expm1 choose between branches with where(); the dropped branch divides by zero at
+// the points where it is dropped, and its gradient must not leak NaN into the taken one.
+TEST(OpsMore, Log1pAndExpm1GradientsAreFiniteWhereABranchIsDropped) {
+  for (Dtype dt : {float32, float64}) {
+    std::vector<double> xs = {0.0, 1e-10, 6e-8, -6e-8, 1e-3, 0.5};
+    Array x = astype(array(xs, {static_cast<int64_t>(xs.size())}), dt);
+    Fn f = [](const std::vector<Array>& in) { return std::vector<Array>{sum(log1p(in[0]))}; };
+    std::vector<double> g = astype(grad(f)({x})[0], float64).to_vector<double>();
+    for (size_t i = 0; i < xs.size(); ++i)
+      EXPECT_NEAR(g[i], 1 / (1 + xs[i]), 1e-6) << "log1p' at " << xs[i] << " " << dt;
+    std::vector<double> ys = {0.0, 1e-10, -1e-10, 1e-3, -200.0, 2.0};
+    Array y = astype(array(ys, {static_cast<int64_t>(ys.size())}), dt);
+    Fn e = [](const std::vector<Array>& in) { return std::vector<Array>{sum(expm1(in[0]))}; };
+    std::vector<double> h = astype(grad(e)({y})[0], float64).to_vector<double>();
+    for (size_t i = 0; i < ys.size(); ++i)
+      EXPECT_NEAR(h[i], std::exp(ys[i]), 1e-6 * std::max(1.0, std::exp(ys[i])))
+          << "expm1' at " << ys[i] << " " << dt;
+  }
 }
 
 // Every op on every backend built here (cpu; opencl and vulkan where usable), eagerly and
