@@ -59,23 +59,21 @@ def tree_flatten(tree, prefix: str = "", is_leaf: Callable = None, destination=N
     """The leaves as ``[("a.0.b", leaf), ...]`` (dotted paths: dict keys and list indices), or
     into ``destination`` (a dict) when one is given. Empty containers leave nothing."""
     out = [] if destination is None else destination
-
-    def add(path, leaf):
-        if isinstance(out, dict):
-            out[path] = leaf
-        else:
-            out.append((path, leaf))
-
-    def walk(x, path):
-        if (is_leaf is None or not is_leaf(x)) and _is_container(x):
-            items = x.items() if isinstance(x, dict) else enumerate(x)
-            for k, child in items:
-                walk(child, f"{path}.{k}" if path else str(k))
-        else:
-            add(path, x)
-
-    walk(tree, prefix[1:] if prefix.startswith(".") else prefix)
+    add = out.__setitem__ if isinstance(out, dict) else (lambda k, v: out.append((k, v)))
+    _flatten_into(tree, prefix[1:] if prefix.startswith(".") else prefix, is_leaf, add)
     return out
+
+
+def _flatten_into(x, path, is_leaf, add):
+    # A module-level function, not a closure that calls itself: such a closure is a reference
+    # cycle that would keep the flattened arrays alive until the garbage collector runs, and a
+    # compiled step could not reuse their memory meanwhile.
+    if (is_leaf is None or not is_leaf(x)) and _is_container(x):
+        items = x.items() if isinstance(x, dict) else enumerate(x)
+        for k, child in items:
+            _flatten_into(child, f"{path}.{k}" if path else str(k), is_leaf, add)
+    else:
+        add(path, x)
 
 
 def tree_unflatten(tree):

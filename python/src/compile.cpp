@@ -56,7 +56,7 @@ struct PyCompiled {
       if (!outputs.is_none()) {
         Flat o = flatten(outputs, Leaves::Arrays, "outputs");
         e.state_structure = o.structure;
-        out_state = std::move(o.arrays);
+        output_container() = std::move(o.arrays);
       }
       restore();
       return r.arrays;
@@ -99,7 +99,7 @@ struct PyCompiled {
     CompileOptions opts;
     opts.shapeless = shapeless;
     if (!inputs.is_none()) opts.inputs.push_back(&in_state);
-    if (!outputs.is_none()) opts.outputs.push_back(&out_state);
+    if (!outputs.is_none()) opts.outputs.push_back(&output_container());
     Entry* raw = e.get();
     nb::object args_structure = key[0];
     e->cf = compile([this, raw, args_structure](
@@ -127,6 +127,21 @@ struct PyCompiled {
   }
 
   bool stateful() const { return !inputs.is_none() || !outputs.is_none(); }
+  // inputs and outputs are one tree (MLX's `state = [model.state, optimizer.state]` passed as
+  // both): C++ gets one container, as a C++ training step passes one vector for both, so the
+  // step's write-back lets go of the old state and the plan may write the new state into its
+  // memory (buffer donation).
+  bool shared() const { return !inputs.is_none() && inputs.is(outputs); }
+  std::vector<Array>& output_container() { return shared() ? in_state : out_state; }
+
+  // The state arrays the Python tree holds are swapped for one placeholder while a step runs,
+  // so that only the C++ container holds them and the plan can donate their memory (an array
+  // the user still holds elsewhere is kept, and not donated). After the step the tree gets the
+  // new state, or the old one back if the step failed.
+  void detach_state() {
+    Array stand_in = zeros({}, float32);  // a graph node, never evaluated: no memory
+    assign_leaves(inputs, std::vector<Array>(in_state.size(), stand_in));
+  }
 
   // Runs `fn` (the C++ function, its lowering, or an executable of it) with the GIL released,
   // the captured inputs loaded into the containers C++ reads; afterwards writes `outputs` back
@@ -139,8 +154,21 @@ struct PyCompiled {
       nb::gil_scoped_release release;
       lock.lock();
     }
-    if (!inputs.is_none()) in_state = flatten(inputs, Leaves::Arrays, "inputs").arrays;
-    if (!outputs.is_none()) out_state = flatten(outputs, Leaves::Arrays, "outputs").arrays;
+    nb::object in_structure = nb::none();
+    if (!inputs.is_none()) {
+      Flat f = flatten(inputs, Leaves::Arrays, "inputs");
+      in_structure = f.structure;
+      in_state = std::move(f.arrays);
+    }
+    if (!outputs.is_none() && !shared())
+      out_state = flatten(outputs, Leaves::Arrays, "outputs").arrays;
+    bool detached = shared() && write_back;
+    if (detached) detach_state();
+    // A failed step: the tree gets back what C++ left in the container (the old state, or the
+    // failed outputs that raise when read, as in C++).
+    auto reattach = [&] {
+      if (detached) replace_contents(inputs, unflatten(in_structure, in_state));
+    };
     std::vector<Array> result;
     bool failed_in_python = false;
     try {
@@ -151,11 +179,13 @@ struct PyCompiled {
         failed_in_python = true;
       }
     } catch (...) {
+      reattach();
       in_state.clear();
       out_state.clear();
       throw;
     }
     if (failed_in_python) {
+      reattach();
       in_state.clear();
       out_state.clear();
       std::unique_ptr<nb::python_error> err = std::move(trace_error);
@@ -163,7 +193,7 @@ struct PyCompiled {
       throw nb::python_error();
     }
     if (!outputs.is_none() && write_back)
-      replace_contents(outputs, unflatten(*write_back, out_state));
+      replace_contents(outputs, unflatten(*write_back, output_container()));
     in_state.clear();
     out_state.clear();
     return result;
