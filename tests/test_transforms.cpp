@@ -318,6 +318,40 @@ void expect_close(const Array& a, const Array& b, double tol = 1e-5) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], tol * (1 + std::abs(y[i])));
 }
 
+// Under a trace, the cotangent of a transposed matmul operand is made in the layout of the
+// array transposed (x @ w.T: w's gradient g^T x, not (x^T g)^T): compiled and eager gradients
+// agree with the closed form, with batch axes broadcast and with either operand transposed.
+TEST(Transforms, GradientsThroughTransposedMatmulOperandsMatchUnderCompile) {
+  std::mt19937 rng(5);
+  Array x = astype(random_array({2, 3, 4}, -1, 1, rng), float32);
+  Array w = astype(random_array({5, 4}, -1, 1, rng), float32);
+  Array c = astype(random_array({2, 3, 5}, -1, 1, rng), float32);
+  Fn f = [&](const std::vector<Array>& in) {
+    return std::vector<Array>{sum(matmul(in[0], swapaxes(in[1], -1, -2)) * c)};
+  };
+  // d/dx = c w, d/dw = sum over the batch of c^T x.
+  Array want_x = matmul(c, w), want_w = sum(matmul(swapaxes(c, -1, -2), x), {0});
+  Fn g = grad(f, {0, 1});
+  CompiledFunction cg = compile(g);
+  for (const std::vector<Array>& got : {g({x, w}), cg({x, w})}) {
+    expect_close(got[0], want_x);
+    expect_close(got[1], want_w);
+  }
+  Array y = astype(random_array({4, 3}, -1, 1, rng), float32);  // x^T @ v, x transposed
+  Array v = astype(random_array({4, 6}, -1, 1, rng), float32);
+  Array d = astype(random_array({3, 6}, -1, 1, rng), float32);
+  Fn h = [&](const std::vector<Array>& in) {
+    return std::vector<Array>{sum(matmul(swapaxes(in[0], -1, -2), in[1]) * d)};
+  };
+  Array want_y = matmul(v, swapaxes(d, -1, -2)), want_v = matmul(y, d);
+  Fn gh = grad(h, {0, 1});
+  CompiledFunction cgh = compile(gh);
+  for (const std::vector<Array>& got : {gh({y, v}), cgh({y, v})}) {
+    expect_close(got[0], want_y);
+    expect_close(got[1], want_v);
+  }
+}
+
 TEST(Transforms, ComposeWithCompileInEveryOrder) {
   std::mt19937 rng(3);
   Array x = astype(random_array({8, 5}, -1, 1, rng), float32);
