@@ -7,6 +7,8 @@
 #include "compile/aot.h"
 #include "compile/compile.h"
 #include "compile/eval.h"
+#include "distributed/group.h"
+#include "distributed/ops.h"
 #include "executor/profile.h"
 #include "graph/array.h"
 #include "graph/device.h"

@@ -77,6 +77,10 @@ struct NativeArgs {
   int64_t outer = 1, n = 0, inner = 1, m = 0;
   ScanOp scan = ScanOp::Sum;
   bool descending = false, reverse = false, inclusive = true, shared_index = false;
+  // Collectives (Op::AllReduce .. Recv), which never reach a backend: the executor hands them to
+  // distributed/. Buffers {in, out} ({out} for Recv) of n and m elements.
+  ReduceOp reduce = ReduceOp::Sum;
+  int group = 0, peer = -1;
   std::vector<Buffer*> buffers;
   int64_t out_elements() const { return outer * inner * (op == Op::Gather ? m : n); }
 };

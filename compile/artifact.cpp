@@ -264,9 +264,13 @@ NativeArgs read_native(TextReader& r) {
   r.expect(" ");
   std::string op = r.word();
   bool found = false;
-  for (Op o : {Op::Sort, Op::Argsort, Op::Scan, Op::Gather, Op::ScatterAdd})
+  for (Op o : {Op::Sort, Op::Argsort, Op::Scan, Op::Gather, Op::ScatterAdd, Op::AllReduce,
+               Op::AllGather, Op::SumScatter, Op::Send, Op::Recv})
     if (op == op_name(o)) a.op = o, found = true;
-  if (!found) r.fail("a native primitive: sort, argsort, scan, gather or scatter_add");
+  if (!found)
+    r.fail(
+        "a native primitive: sort, argsort, scan, gather, scatter_add, all_reduce, "
+        "all_gather, sum_scatter, send or recv");
   r.expect(" ");
   a.dtype = read_dtype(r);
   auto extent = [&](const char* name) {
@@ -291,6 +295,21 @@ NativeArgs read_native(TextReader& r) {
   };
   a.descending = flag(" descending "), a.reverse = flag(" reverse ");
   a.inclusive = flag(" inclusive "), a.shared_index = flag(" shared ");
+  if (is_collective(a.op)) {  // " reduce R group G peer P": the group by its id in the process
+    r.expect(" reduce ");
+    std::string red = r.word();
+    found = false;
+    for (ReduceOp o : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min})
+      if (red == op_name(o)) a.reduce = o, found = true;
+    if (!found) r.fail("a collective's reduction: sum, max or min");
+    r.expect(" group ");
+    int64_t g = r.integer();
+    r.expect(" peer ");
+    int64_t peer = r.integer();
+    if (g < 0 || g > (1 << 20) || peer < -1 || peer > (1 << 24))
+      r.fail("a group id >= 0 and a peer rank >= -1");
+    a.group = static_cast<int>(g), a.peer = static_cast<int>(peer);
+  }
   return a;
 }
 
@@ -395,10 +414,17 @@ void check_plan(TextReader& r, const Parsed& p) {
       for (int s : t.slots) bytes.push_back(p.slots[s].bytes());
       NativeArgs sized = a;
       sized.buffers.assign(t.slots.size(), nullptr);
-      try {
-        check_native_args(sized, bytes);
-      } catch (const Error& e) {
-        r.fail(std::string("native operands inside their slots (") + e.what() + ")");
+      if (is_collective(a.op)) {  // {in, out} or Recv's {out}, of n and m elements
+        bool recv = a.op == Op::Recv;
+        if (t.slots.size() != (recv ? 1u : 2u) || (!recv && p.slots[t.slots[0]].elements != a.n) ||
+            p.slots[t.slots.back()].elements != a.m)
+          r.fail("collective operands of their slots' sizes");
+      } else {
+        try {
+          check_native_args(sized, bytes);
+        } catch (const Error& e) {
+          r.fail(std::string("native operands inside their slots (") + e.what() + ")");
+        }
       }
       bool indexed = a.op == Op::Gather || a.op == Op::ScatterAdd;
       for (size_t b = 0; b < t.slots.size(); ++b) {
@@ -477,6 +503,8 @@ std::string artifact_text(const AotState& s) {
            << " inner " << a.inner << " m " << a.m << " scan " << op_name(a.scan) << " descending "
            << a.descending << " reverse " << a.reverse << " inclusive " << a.inclusive << " shared "
            << a.shared_index;
+        if (is_collective(a.op))
+          os << " reduce " << op_name(a.reduce) << " group " << a.group << " peer " << a.peer;
         break;
       }
       case TaskKind::Host:

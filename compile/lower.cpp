@@ -42,10 +42,15 @@ class Lowering {
     std::unordered_set<const ArrayNode*> outs;
     for (const Array& o : outputs) outs.insert(o.node().get());
     // A 0-d host constant that no one returns is only ever read as a launch scalar (fusion
-    // inlines it): no plan input, no buffer to bind per call.
+    // inlines it): no plan input, no buffer to bind per call. A collective reads its input as a
+    // buffer, 0-d or not (the other library calls take no 0-d inputs).
+    std::unordered_set<const ArrayNode*> buffers_read;
     for (const Array& a : order)
-      if (leaf(*a.node()) &&
-          (stops.count(a.node().get()) || outs.count(a.node().get()) || !host_scalar(*a.node())))
+      if (is_collective(a.node()->op))
+        for (const Array& in : a.node()->inputs) buffers_read.insert(in.node().get());
+    for (const Array& a : order)
+      if (leaf(*a.node()) && (stops.count(a.node().get()) || outs.count(a.node().get()) ||
+                              buffers_read.count(a.node().get()) || !host_scalar(*a.node())))
         add_input(a);
     std::function<bool(const ArrayNode&, const ArrayNode&)> same_lane =
         [&](const ArrayNode& a, const ArrayNode& b) { return lane_spec(a) == lane_spec(b); };
@@ -198,6 +203,16 @@ class Lowering {
   // The extents of a native primitive: its input as (outer, n, inner) around the axis.
   static NativeArgs native_args(const ArrayNode& node) {
     NativeArgs a;
+    if (is_collective(node.op)) {  // flat: n elements in (none for Recv), m out
+      a.op = node.op;
+      a.dtype = node.dtype;
+      a.n = node.inputs.empty() ? 0 : shape_size(node.inputs[0].shape());
+      a.m = shape_size(node.shape);
+      a.reduce = node.params.reduce;
+      a.group = node.params.group;
+      a.peer = node.params.peer;
+      return a;
+    }
     const Shape& in = node.inputs[0].shape();
     int ax = node.params.axes.at(0);
     a.op = node.op;

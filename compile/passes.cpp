@@ -96,6 +96,9 @@ class Simplifier {
       stats_->simplified++;
       return *s;
     }
+    // A collective runs on every rank in the order of its plan: never folded away, never merged
+    // (two equal recvs are two messages).
+    if (is_collective(n.op)) return cur;
     if (auto f = fold(cur)) {
       stats_->folded++;
       return *f;

@@ -72,6 +72,7 @@ extern const PrimitiveRules kReshapeRules, kTransposeRules, kBroadcastRules, kSl
     kConcatenateRules;
 extern const PrimitiveRules kMatmulRules;
 extern const PrimitiveRules kNativeRules, kGatherRules;  // Sort, Argsort, Scan, ScatterAdd; Gather
+extern const PrimitiveRules kCollectiveRules;            // AllReduce .. Recv
 extern const PrimitiveRules kSourceRules;                // Constant, Placeholder
 extern const PrimitiveRules kFullRules, kArangeRules, kRandomRules;
 

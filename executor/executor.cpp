@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "backends/registry.h"
+#include "distributed/engine.h"
 #include "executor/cancel.h"
 #include "executor/inline_policy.h"
 #include "executor/lane_worker.h"
@@ -37,6 +38,7 @@ struct CallState {
   std::atomic<bool> failed{false};
   bool profiling = false;
   std::shared_ptr<CancelToken> cancel;  // the caller's (a job's), checked before every task
+  std::vector<uint64_t> positions;      // per collective task: its place in its group's order
 };
 
 namespace {
@@ -114,9 +116,31 @@ struct ArgsLease {
   ArgsLease& operator=(const ArgsLease&) = delete;
 };
 
+bool is_collective_task(const Task& task) {
+  return task.kind == TaskKind::Native && is_collective(task.native.op);
+}
+
+// A collective that will not run still takes its place in the group's order (the lane would
+// wait for it forever otherwise).
+void skip_collective(CallState& st, int t) {
+  const Task& task = st.plan->tasks()[t];
+  if (!is_collective_task(task)) return;
+  std::string why = "its input failed";
+  try {
+    if (st.errors[t]) std::rethrow_exception(st.errors[t]);
+  } catch (const std::exception& e) {
+    why = e.what();
+  } catch (...) {
+  }
+  distributed::skip_position(task.native.group, st.positions[t], why);
+}
+
 // Starts task t. Returns an event for device work still in flight, or null when done.
 EventPtr start_task(CallState& st, int t) {
-  if (dependency_failed(st, t) || stopped(st, t)) return nullptr;
+  if (dependency_failed(st, t) || stopped(st, t)) {
+    skip_collective(st, t);
+    return nullptr;
+  }
   const Task& task = st.plan->tasks()[t];
   try {
     switch (task.kind) {
@@ -152,6 +176,8 @@ EventPtr start_task(CallState& st, int t) {
         NativeArgs args = task.native;
         args.buffers.clear();
         for (int s : task.slots) args.buffers.push_back(st.buffers[s].get());
+        // Collectives run on their group's communication lane, not the device's queue.
+        if (is_collective(args.op)) return distributed::start_collective(args, st.positions[t]);
         return st.lanes[task.lane]->queue->enqueue_native(args);
       }
     }
@@ -227,8 +253,9 @@ struct GraphInstance {
     std::vector<flow::sender<flow::continue_msg>*> out(n);
     for (int t = 0; t < n; ++t) {
       const Task& task = plan.tasks()[t];
-      // Copies may complete asynchronously even on an inline lane (copy_out_queue).
-      if (inline_lanes[task.lane] && task.kind != TaskKind::Copy) {
+      // Copies may complete asynchronously even on an inline lane (copy_out_queue), and
+      // collectives always do (their group's communication lane completes them).
+      if (inline_lanes[task.lane] && task.kind != TaskKind::Copy && !is_collective_task(task)) {
         auto node = std::make_unique<flow::continue_node<flow::continue_msg>>(
             // The host callable is copied into the node so the hot loop touches no Task.
             g, [this, t, is_host = task.kind == TaskKind::Host,
@@ -541,6 +568,18 @@ Call resolve_call(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
   return c;
 }
 
+// Each group's collectives in this call take the next positions of the group's order, in the
+// plan's order (the same on every rank), whatever order their tasks become ready in.
+void reserve_positions(const Plan& plan, CallState& st) {
+  if (plan.collectives().empty()) return;
+  st.positions.assign(plan.tasks().size(), 0);
+  std::map<int, int> count;
+  for (int t : plan.collectives()) count[plan.tasks()[t].native.group]++;
+  std::map<int, uint64_t> next;
+  for (auto [group, n] : count) next[group] = distributed::reserve_positions(group, n);
+  for (int t : plan.collectives()) st.positions[t] = next[plan.tasks()[t].native.group]++;
+}
+
 void setup_state(const Plan& plan, const Call& c, CallState& st,
                  const std::vector<std::shared_ptr<Buffer>>& inputs) {
   st.plan = &plan;
@@ -551,6 +590,7 @@ void setup_state(const Plan& plan, const Call& c, CallState& st,
   st.errors.assign(plan.tasks().size(), nullptr);
   st.profiling = c.profiling;
   st.cancel = c.cancel;
+  reserve_positions(plan, st);
 }
 
 RunResult collect(const Plan& plan, const CallState& st) {
@@ -623,11 +663,14 @@ RunResult run_call(const Plan& plan, const Call& c,
 
   // Small plans and chains (nothing to run in parallel) of host work run on this thread.
   int ntasks = static_cast<int>(plan.tasks().size());
-  bool direct = options.path == RunOptions::Path::Direct ||
-                (options.path == RunOptions::Path::Auto && binding.all_inline &&
-                 (ntasks <= options.direct_max_tasks || plan.critical_path() == ntasks));
-  bool one_queue =
-      options.path == RunOptions::Path::Auto && !binding.all_inline && binding.distinct.size() == 1;
+  // Not with collectives: waiting for each in turn would hold back a send that another rank's
+  // recv, issued first, waits for (the flow graph completes them through their events).
+  bool direct =
+      options.path == RunOptions::Path::Direct ||
+      (options.path == RunOptions::Path::Auto && binding.all_inline && plan.collectives().empty() &&
+       (ntasks <= options.direct_max_tasks || plan.critical_path() == ntasks));
+  bool one_queue = options.path == RunOptions::Path::Auto && !binding.all_inline &&
+                   binding.distinct.size() == 1 && plan.collectives().empty();
   // A plan on one host lane measures its runs: whether later ones run inline depends on it.
   bool timed = binding.all_inline && binding.distinct.size() == 1;
   int64_t t0 = timed ? profile_now_ns() : 0;
@@ -889,7 +932,8 @@ std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const v
   Call c = resolve_call(plan, inputs);
   const Binding& b = *c.binding;
   bool on_worker = b.all_inline && b.distinct.size() == 1;
-  bool on_device = device_lanes_only(b) && !has_host_tasks(plan);
+  // Collectives start only once their inputs are computed: never enqueued ahead on a device.
+  bool on_device = device_lanes_only(b) && !has_host_tasks(plan) && plan.collectives().empty();
   if (on_device && !b.all_inline) drain_workers(b.distinct);  // earlier cpu jobs run first
   if (!on_worker && !on_device) {  // several lanes: run here, as execute() does
     drain_workers(b.distinct);

@@ -110,6 +110,10 @@ void Plan::finalize() {
   slot_tasks_.clear();
   for (int t : order_)
     if (!tasks_[t].slots.empty()) slot_tasks_.push_back(t);
+  collectives_.clear();
+  for (int t : order_)
+    if (tasks_[t].kind == TaskKind::Native && is_collective(tasks_[t].native.op))
+      collectives_.push_back(t);
   std::vector<std::pair<int, int>> writes;  // (slot, task)
   for (int t = 0; t < n; ++t)
     for (size_t b = 0; b < tasks_[t].slots.size(); ++b)

@@ -128,6 +128,9 @@ class Plan {
   // The tasks of order() that touch slots: all a call needs to visit to bind buffers (a plan of
   // host callbacks binds nothing, whatever its size).
   const std::vector<int>& slot_tasks() const { return slot_tasks_; }
+  // The collective tasks (Native tasks of an Op::AllReduce .. Recv) in order(): every rank of a
+  // group issues its collectives in this order (distributed/engine.h).
+  const std::vector<int>& collectives() const { return collectives_; }
   std::span<const int> successors(int task) const { return succ_[task]; }
   std::span<const int> producers(int slot) const { return producers_[slot]; }
   // The plan input whose memory `slot` holds: the input slot itself, or the destination of a copy
@@ -153,6 +156,7 @@ class Plan {
   std::vector<int> order_;
   int critical_path_ = 0;
   std::vector<int> slot_tasks_;
+  std::vector<int> collectives_;
   IndexLists succ_;
   IndexLists producers_;
   std::vector<int> storage_;

@@ -7,7 +7,7 @@ bool Params::operator==(const Params& o) const {
          keepdims == o.keepdims && axes == o.axes && start == o.start && stop == o.stop &&
          step == o.step && value == o.value && step_value == o.step_value && key == o.key &&
          reshape == o.reshape && shape == o.shape && scan == o.scan && descending == o.descending &&
-         reverse == o.reverse && inclusive == o.inclusive;
+         reverse == o.reverse && inclusive == o.inclusive && group == o.group && peer == o.peer;
 }
 
 const char* op_name(Op op) {
@@ -34,6 +34,11 @@ const char* op_name(Op op) {
     case Op::Scan: return "scan";
     case Op::Gather: return "gather";
     case Op::ScatterAdd: return "scatter_add";
+    case Op::AllReduce: return "all_reduce";
+    case Op::AllGather: return "all_gather";
+    case Op::SumScatter: return "sum_scatter";
+    case Op::Send: return "send";
+    case Op::Recv: return "recv";
   }
   return "?";
 }
@@ -71,7 +76,12 @@ const char* op_name(ScanOp op) {
 
 bool is_native(Op op) {
   return op == Op::Sort || op == Op::Argsort || op == Op::Scan || op == Op::Gather ||
-         op == Op::ScatterAdd;
+         op == Op::ScatterAdd || is_collective(op);
+}
+
+bool is_collective(Op op) {
+  return op == Op::AllReduce || op == Op::AllGather || op == Op::SumScatter || op == Op::Send ||
+         op == Op::Recv;
 }
 
 std::string primitive_name(Op op, const Params& p) {
@@ -81,6 +91,10 @@ std::string primitive_name(Op op, const Params& p) {
     case Op::Reduce: return op_name(p.reduce);
     case Op::Random: return op_name(p.dist);
     case Op::Scan: return op_name(p.scan);
+    case Op::AllReduce:
+      return p.reduce == ReduceOp::Max   ? "all_max"
+             : p.reduce == ReduceOp::Min ? "all_min"
+                                         : "all_sum";
     default: return op_name(op);
   }
 }

@@ -92,10 +92,21 @@ enum class Op : uint8_t {
   Gather,      // out[.., j, ..] = in0[.., idx, ..], idx = inputs[1][j] (1-D, shared by every
                // row) or inputs[1][.., j, ..] (the output's shape); indices as take's rule
   ScatterAdd,  // inputs[0] with inputs[2] added at the positions inputs[1] names (as Gather's)
+  // Collectives (distributed/): library calls too, run by the group's communication lane in the
+  // plan's order, never fused or folded. params.group names the group (distributed/group.h),
+  // params.peer the other rank of Send and Recv.
+  AllReduce,   // params.reduce (Sum, Max, Min) of inputs[0] over the group's ranks
+  AllGather,   // every rank's inputs[0] concatenated along axis 0, in rank order
+  SumScatter,  // the sum over ranks of inputs[0], split along axis 0 into this rank's part
+  Send,        // inputs[0] sent to rank params.peer; its value is inputs[0]
+  Recv,        // received from rank params.peer (no inputs; the node's shape and dtype)
 };
 
-// Sort, Argsort, Scan, Gather and ScatterAdd: computed by a library call of their own.
+// Sort, Argsort, Scan, Gather, ScatterAdd and the collectives: computed by a library call of
+// their own.
 bool is_native(Op op);
+// AllReduce, AllGather, SumScatter, Send and Recv.
+bool is_collective(Op op);
 
 struct Params {
   UnaryOp unary = UnaryOp::Negative;
@@ -114,6 +125,8 @@ struct Params {
   bool descending = false;     // Sort, Argsort
   bool reverse = false;        // Scan: from the end of the axis
   bool inclusive = true;       // Scan: element i's own value counts at i
+  int group = 0;               // collectives: the group's id (0: the world)
+  int peer = -1;               // Send: the destination rank; Recv: the source rank
 
   bool operator==(const Params& o) const;
 };

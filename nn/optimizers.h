@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "distributed/group.h"
 #include "nn/nn.h"
 
 namespace kiln::optim {
@@ -78,5 +79,14 @@ class AdamW : public Adam {
  public:
   AdamW(const nn::Parameters& params, double lr, AdamOptions options = {.weight_decay = 0.01});
 };
+
+// Data-parallel training (MLX's average_gradients): each gradient's mean over the group's
+// ranks. Gradients of one dtype are flattened and concatenated into buckets of at most
+// `bucket_bytes` (one larger gradient is a bucket of its own), one all_sum each, so a model of
+// many small parameters makes few messages; 0 gives one all_sum per gradient. A one-rank group
+// returns `grads`. Lazy like any op: inside compile it becomes part of the step.
+std::vector<Array> average_gradients(const std::vector<Array>& grads,
+                                     std::optional<distributed::Group> group = std::nullopt,
+                                     size_t bucket_bytes = size_t{32} << 20);
 
 }  // namespace kiln::optim

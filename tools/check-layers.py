@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails when a Kiln source file includes a header from a later layer.
 
-Layers, lowest first: graph, backends, executor, compile, transforms, nn, scheduler, tools,
+Layers, lowest first: graph, backends, distributed, executor, compile, transforms, nn, scheduler, tools,
 python (the bindings). A file may include its own
 layer and earlier ones. kiln.h (the public umbrella, at the root) may include every layer, and
 only tools may include it. tests/, benchmarks/ and examples/ may include anything.
@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 LAYERS = [
-    "graph", "backends", "executor", "compile", "transforms", "nn", "scheduler", "tools", "python"
+    "graph", "backends", "distributed", "executor", "compile", "transforms", "nn", "scheduler", "tools", "python"
 ]
 UMBRELLA = "kiln.h"
 FREE = {"tests", "benchmarks", "examples"}
@@ -109,6 +109,10 @@ def self_test():
                     "executor/s.h": ""}, ["graph/a.cpp:3:", "layer 'executor'"]),
         "transforms below nn": ({"transforms/t.cpp": '#include "nn/n.h"\n', "nn/n.h": ""},
                                 ["transforms/t.cpp:1:", "layer 'nn'"]),
+        "distributed below executor": ({"distributed/e.cpp": '#include "executor/plan.h"\n',
+                                        "executor/plan.h": "", "executor/x.cpp":
+                                        '#include "distributed/e.h"\n', "distributed/e.h": ""},
+                                       ["distributed/e.cpp:1:", "layer 'executor'"]),
         "compile below transforms": ({"compile/c.cpp": '#include "transforms/r.h"\n',
                                       "transforms/r.h": ""},
                                      ["compile/c.cpp:1:", "layer 'transforms'"]),

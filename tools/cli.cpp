@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -185,7 +186,25 @@ int cmd_inspect(const std::string& path, bool dot) {
   return 0;
 }
 
+// A path with "{rank}" and "{task}" filled in: this process's rank in the world group
+// (mpiexec, srun; 0 alone) and its task, Slurm's SLURM_ARRAY_TASK_ID in a job array (else
+// the rank), so every rank or array task picks its own shard (-i x.{task}.npy).
+std::string for_this_task(std::string path) {
+  auto fill = [&](const std::string& key, const std::function<std::string()>& value) {
+    for (size_t at; (at = path.find(key)) != std::string::npos;)
+      path.replace(at, key.size(), value());
+  };
+  auto rank = [] { return std::to_string(kiln::distributed::init().rank()); };
+  fill("{rank}", rank);
+  fill("{task}", [&] {
+    const char* t = std::getenv("SLURM_ARRAY_TASK_ID");
+    return t ? std::string(t) : rank();
+  });
+  return path;
+}
+
 // `kiln run ART -i x.npy ... -o out.npy ...`: placements kept, everything else on --device.
+// Under a launcher every rank runs the artifact (its collectives join the world group).
 int cmd_run(const std::string& path, const std::vector<std::string>& ins,
             const std::vector<std::string>& outs, const std::string& dev, const std::string& trace,
             const std::vector<std::string>& remaps) {
@@ -201,7 +220,7 @@ int cmd_run(const std::string& path, const std::vector<std::string>& ins,
   std::optional<StreamScope> scope;
   if (!dev.empty()) scope.emplace(device(dev));
   std::vector<Array> args;
-  for (const std::string& i : ins) args.push_back(load_npy(i));
+  for (const std::string& i : ins) args.push_back(load_npy(for_this_task(i)));
   std::optional<ProfileScope> prof;
   if (!trace.empty()) prof.emplace();
   std::vector<Array> results = e(args);
@@ -209,7 +228,7 @@ int cmd_run(const std::string& path, const std::vector<std::string>& ins,
   if (outs.size() != results.size())
     throw Error("kiln run: the artifact returns " + std::to_string(results.size()) +
                 " outputs; give as many -o files (got " + std::to_string(outs.size()) + ")");
-  for (size_t i = 0; i < outs.size(); ++i) save_npy(outs[i], results[i]);
+  for (size_t i = 0; i < outs.size(); ++i) save_npy(for_this_task(outs[i]), results[i]);
   if (prof) {
     prof->write_chrome_trace(trace);
     for (const TaskEvent& t : prof->events())
@@ -385,8 +404,9 @@ int run_command(int argc, const char* const* argv, const CommandDefaults& defaul
   std::string run_art, run_device, run_trace;
   std::vector<std::string> run_in, run_out, run_remap;
   run->add_option("artifact", run_art, "a file Executable::save wrote")->required();
-  run->add_option("-i,--input", run_in, "an input .npy, in argument order");
-  run->add_option("-o,--output", run_out, "where each output goes (.npy)");
+  run->add_option("-i,--input", run_in,
+                  "an input .npy, in argument order ({rank}, {task}: this rank's, array task's)");
+  run->add_option("-o,--output", run_out, "where each output goes (.npy; {rank}, {task} as -i)");
   run->add_option("--device", run_device, "the device for work not placed by the artifact");
   run->add_option("--profile", run_trace, "write a Chrome trace of the tasks run");
   run->add_option("--remap", run_remap, "FROM=TO: run the artifact's FROM work on TO");

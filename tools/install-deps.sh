@@ -15,6 +15,8 @@ packages=(
 test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-numpy
   vulkan-validationlayers vulkan-tools clinfo clang-format
+  # Collectives across processes (distributed/, tests/dist/ under mpiexec): Open MPI.
+  openmpi-bin libopenmpi-dev
   # The checks in .ci/run: clang-15 builds the sanitizer targets, its omp.h serves
   # onednn_matmul.cpp there (Kiln still links GCC's libgomp); dpkg-source builds a TSan oneTBB.
   clang-15 libomp-15-dev dpkg-dev

@@ -44,6 +44,7 @@ extern const TransformRules kSortTransforms, kArgsortTransforms, kScanTransforms
     kScatterAddTransforms;
 extern const TransformRules kSourceTransforms;  // Constant, Placeholder, Full, Arange
 extern const TransformRules kRandomTransforms;
+extern const TransformRules kCollectiveTransforms;  // AllReduce .. Recv
 
 // Helpers the transform rules share (transforms/rules/common.cpp).
 namespace rule {

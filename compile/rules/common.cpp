@@ -23,6 +23,11 @@ const PrimitiveRules& rules(Op op) {
     case Op::Scan:
     case Op::ScatterAdd: return kNativeRules;
     case Op::Gather: return kGatherRules;
+    case Op::AllReduce:
+    case Op::AllGather:
+    case Op::SumScatter:
+    case Op::Send:
+    case Op::Recv: return kCollectiveRules;
     case Op::Full: return kFullRules;
     case Op::Arange: return kArangeRules;
     case Op::Random: return kRandomRules;

@@ -46,4 +46,5 @@ NB_MODULE(_kiln, m) {
   init_random(m);
   init_io(m);
   init_memory(m);
+  init_distributed(m);
 }

@@ -26,6 +26,11 @@ const TransformRules& transform_rules(Op op) {
     case Op::Scan: return kScanTransforms;
     case Op::Gather: return kGatherTransforms;
     case Op::ScatterAdd: return kScatterAddTransforms;
+    case Op::AllReduce:
+    case Op::AllGather:
+    case Op::SumScatter:
+    case Op::Send:
+    case Op::Recv: return kCollectiveTransforms;
     case Op::Full:
     case Op::Arange:
     case Op::Constant:

@@ -1,0 +1,380 @@
+// The groups and their communication lanes (distributed/engine.h): a table of groups, and one
+// progress thread that issues each group's posted work in position order and completes it.
+#include "distributed/engine.h"
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "distributed/group.h"
+#include "distributed/internal.h"
+#include "distributed/transport.h"
+#include "graph/error.h"
+#include "graph/immortal.h"
+
+namespace kiln::distributed {
+
+namespace {
+
+// Completed once, by the progress thread (or at once for a one-rank group).
+class LaneEvent : public Event {
+ public:
+  void on_complete(std::function<void(std::exception_ptr)> f) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!done_) {
+      callbacks_.push_back(std::move(f));
+      return;
+    }
+    lock.unlock();
+    f(error_);
+  }
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+  void complete(std::exception_ptr e) {
+    std::vector<std::function<void(std::exception_ptr)>> cbs;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      error_ = e;
+      cbs.swap(callbacks_);
+    }
+    cv_.notify_all();
+    for (auto& f : cbs) f(e);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::vector<std::function<void(std::exception_ptr)>> callbacks_;
+};
+
+// One posted item of a lane: a message or collective, a split, or a skipped position.
+struct Item {
+  Work work;
+  bool skip = false;
+  std::string why;                    // skip: the reason
+  std::function<void()> control;      // a split: runs on the progress thread at its position
+  std::vector<unsigned char> staged;  // host copy of a device input
+  std::vector<unsigned char> result;  // host memory for a device output
+  Buffer* device_out = nullptr;       // written from `result` when the work completes
+  size_t out_bytes = 0;
+  std::shared_ptr<LaneEvent> event;
+  std::unique_ptr<Request> request;
+};
+
+class Engine;
+Engine& engine();
+
+struct GroupState {
+  int comm = 0;
+  int rank = 0, size = 1;
+  uint64_t reserved = 0, issued = 0;
+  std::map<uint64_t, std::unique_ptr<Item>> posted;
+  std::string broken;  // why the group can no longer run collectives
+};
+
+class Engine {
+ public:
+  ~Engine() { shutdown(); }
+
+  // The world group, made on first use.
+  int world(bool strict, const std::string& backend) {
+    std::lock_guard<std::mutex> lock(init_mu_);
+    if (backend != "mpi" && backend != "any")
+      throw_error("distributed::init: unknown backend '", backend, "' (valid: \"mpi\", \"any\")");
+    if (!groups_.empty()) return 0;
+    bool want_mpi = (strict && backend == "mpi") || launched_as_rank();
+    if (want_mpi && !is_available() && strict)
+      throw_error("distributed::init(strict=true, \"", backend,
+                  "\"): this Kiln was built without MPI; install Open MPI (apt-get install "
+                  "openmpi-bin libopenmpi-dev, or tools/install-deps.sh --test) and configure "
+                  "again with -DKILN_WITH_MPI=ON");
+    auto g = std::make_unique<GroupState>();
+    if (want_mpi && is_available()) {
+      transport_ = start_mpi();
+      g->comm = transport_->world();
+      g->rank = transport_->rank(g->comm);
+      g->size = transport_->size(g->comm);
+      thread_ = std::thread([this] { progress(); });
+      std::atexit([] { engine().shutdown(); });
+    }
+    std::lock_guard<std::mutex> glock(mu_);
+    groups_.push_back(std::move(g));
+    return 0;
+  }
+
+  // The group `id`; the world is made on first use (a loaded artifact's collectives name it).
+  GroupState& group(int id) {
+    if (id == 0) world(false, "any");
+    std::lock_guard<std::mutex> lock(mu_);
+    return state(id);
+  }
+
+  int split(int parent, int color, int key) {
+    GroupState& p = group(parent);
+    if (!transport_ || p.size == 1) {  // one rank: the group itself, as a new id
+      std::lock_guard<std::mutex> lock(mu_);
+      auto g = std::make_unique<GroupState>();
+      g->comm = p.comm, g->rank = p.rank, g->size = p.size;
+      groups_.push_back(std::move(g));
+      return static_cast<int>(groups_.size()) - 1;
+    }
+    auto item = std::make_unique<Item>();
+    auto made = std::make_shared<std::unique_ptr<GroupState>>();
+    item->control = [this, &p, color, key, made] {
+      auto g = std::make_unique<GroupState>();
+      g->comm = transport_->split(p.comm, color, key < 0 ? p.rank : key);
+      g->rank = transport_->rank(g->comm);
+      g->size = transport_->size(g->comm);
+      *made = std::move(g);
+    };
+    item->event = std::make_shared<LaneEvent>();
+    auto ev = item->event;
+    post(parent, reserve(parent, 1), std::move(item));
+    ev->wait();
+    std::lock_guard<std::mutex> lock(mu_);
+    groups_.push_back(std::move(*made));
+    return static_cast<int>(groups_.size()) - 1;
+  }
+
+  uint64_t reserve(int id, int n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    GroupState& g = state(id);
+    uint64_t base = g.reserved;
+    g.reserved += static_cast<uint64_t>(n);
+    return base;
+  }
+
+  void post(int id, uint64_t position, std::unique_ptr<Item> item) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      state(id).posted[position] = std::move(item);
+    }
+    cv_.notify_one();
+  }
+
+  bool has_transport() const { return transport_ != nullptr; }
+
+  // At exit: stops the progress thread and ends MPI once every rank has arrived here. A rank
+  // must not call MPI_Finalize while another waits for it in a collective (Open MPI's finalize
+  // would wait for that rank forever): when the others do not arrive within
+  // KILN_DIST_EXIT_TIMEOUT seconds (default 60), or this rank's groups are broken, it leaves
+  // with status 1 and without MPI_Finalize, and the launcher ends the job naming this rank.
+  void shutdown() {
+    if (!thread_.joinable()) return;
+    bool clean = true;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      for (auto& g : groups_) clean = clean && g->broken.empty() && g->posted.empty();
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    double timeout = 60;
+    if (const char* t = std::getenv("KILN_DIST_EXIT_TIMEOUT")) timeout = std::atof(t);
+    int rank = groups_.empty() ? -1 : groups_[0]->rank;
+    if (clean && active_.empty() && transport_->barrier(timeout)) {
+      transport_->finalize();
+      return;
+    }
+    std::fprintf(stderr,
+                 "kiln: rank %d: %s; leaving without MPI_Finalize so that the launcher ends "
+                 "the job\n",
+                 rank,
+                 clean ? "the other ranks did not reach the end within KILN_DIST_EXIT_TIMEOUT"
+                       : "a collective of this rank could not run");
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+
+ private:
+  GroupState& state(int id) {
+    if (id < 0 || id >= static_cast<int>(groups_.size()))
+      throw_error("distributed: no group ", id, " in this process (", groups_.size(),
+                  " made; call distributed::init() first, and make sub-groups with split)");
+    return *groups_[id];
+  }
+
+  // Moves every group's next positions, in order, out of `posted`.
+  std::vector<std::unique_ptr<Item>> issuable() {
+    std::vector<std::unique_ptr<Item>> out;
+    for (auto& g : groups_) {
+      for (auto it = g->posted.begin(); it != g->posted.end() && it->first == g->issued;
+           it = g->posted.erase(it), ++g->issued) {
+        Item& item = *it->second;
+        if (item.skip && g->broken.empty())
+          g->broken =
+              "rank " + std::to_string(g->rank) + " skipped a collective (" + item.why + ")";
+        else if (!item.skip && !item.control && !g->broken.empty())
+          item.skip = true, item.why = g->broken;
+        out.push_back(std::move(it->second));
+      }
+    }
+    return out;
+  }
+
+  static void finish(Item& item, std::exception_ptr e) {
+    if (!e && item.device_out) {
+      try {
+        item.device_out->write(item.result.data(), 0, item.out_bytes);
+      } catch (...) {
+        e = std::current_exception();
+      }
+    }
+    if (item.event) item.event->complete(e);
+  }
+
+  void progress() {
+    for (;;) {
+      std::vector<std::unique_ptr<Item>> now;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (active_.empty())
+          cv_.wait(lock, [&] {
+            if (stop_) return true;
+            for (auto& g : groups_)
+              if (!g->posted.empty() && g->posted.begin()->first == g->issued) return true;
+            return false;
+          });
+        now = issuable();
+        if (stop_ && now.empty() && active_.empty()) return;
+        // At shutdown, only work already issued is finished: a broken group's posted work
+        // would wait forever.
+        if (stop_ && now.empty()) {
+          bool broken = false;
+          for (auto& g : groups_) broken = broken || !g->broken.empty();
+          if (broken) return;
+        }
+      }
+      for (auto& item : now) {
+        if (item->skip) {
+          if (item->event)
+            item->event->complete(std::make_exception_ptr(
+                Error("distributed: the group can no longer run collectives: " + item->why)));
+          continue;
+        }
+        try {
+          if (item->control) {
+            item->control();
+            item->event->complete(nullptr);
+            continue;
+          }
+          item->request = transport_->start(item->work);
+          active_.push_back(std::move(item));
+        } catch (...) {
+          finish(*item, std::current_exception());
+        }
+      }
+      for (size_t i = 0; i < active_.size();) {
+        std::exception_ptr e;
+        bool done = false;
+        try {
+          done = active_[i]->request->test();
+        } catch (...) {
+          e = std::current_exception(), done = true;
+        }
+        if (!done) {
+          ++i;
+          continue;
+        }
+        finish(*active_[i], e);
+        active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+      // MPI progresses only inside its calls: poll while work is in flight, yielding the core.
+      if (!active_.empty()) std::this_thread::yield();
+    }
+  }
+
+  std::mutex init_mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<GroupState>> groups_;
+  std::unique_ptr<Transport> transport_;
+  std::thread thread_;
+  std::vector<std::unique_ptr<Item>> active_;  // the progress thread's own
+  bool stop_ = false;
+};
+
+Engine& engine() {
+  static Immortal<Engine> e;
+  return e.get();
+}
+
+}  // namespace
+
+namespace detail {
+int world_group(bool strict, const std::string& backend) { return engine().world(strict, backend); }
+int split_group(int parent, int color, int key) { return engine().split(parent, color, key); }
+int group_rank(int id) { return engine().group(id).rank; }
+int group_size(int id) { return engine().group(id).size; }
+}  // namespace detail
+
+uint64_t reserve_positions(int group, int n) { return engine().reserve(group, n); }
+
+void skip_position(int group, uint64_t position, const std::string& why) {
+  if (detail::group_size(group) == 1) return;
+  auto item = std::make_unique<Item>();
+  item->skip = true;
+  item->why = why;
+  engine().post(group, position, std::move(item));
+}
+
+EventPtr start_collective(const NativeArgs& a, uint64_t position) {
+  GroupState& g = engine().group(a.group);
+  Buffer* in = a.op == Op::Recv ? nullptr : a.buffers.at(0);
+  Buffer* out = a.buffers.back();
+  size_t in_bytes = static_cast<size_t>(a.n) * a.dtype.size();
+  size_t out_bytes = static_cast<size_t>(a.m) * a.dtype.size();
+  detail::check_extents(a, g.size);
+  if (g.size == 1 || !engine().has_transport()) {
+    if (a.op == Op::Send || a.op == Op::Recv)
+      throw_error("distributed: ", op_name(a.op), " in a group of one rank has no peer");
+    std::vector<unsigned char> tmp(in_bytes);
+    in->read(tmp.data(), 0, in_bytes);
+    out->write(tmp.data(), 0, out_bytes);
+    return nullptr;
+  }
+  auto item = std::make_unique<Item>();
+  Work& w = item->work;
+  w.op = a.op, w.reduce = a.reduce, w.dtype = a.dtype, w.comm = g.comm, w.peer = a.peer;
+  w.count = a.op == Op::Recv ? a.m : a.n;
+  if (in) {
+    if (void* p = in->host_ptr()) {
+      w.in = p;
+    } else {
+      item->staged.resize(in_bytes);
+      in->read(item->staged.data(), 0, in_bytes);
+      w.in = item->staged.data();
+    }
+  }
+  if (a.op == Op::Send) {  // send's value is its input: copied now, before the message goes
+    if (out->host_ptr())
+      std::memcpy(out->host_ptr(), w.in, in_bytes);
+    else
+      out->write(w.in, 0, in_bytes);
+  } else if (void* p = out->host_ptr()) {
+    w.out = p;
+  } else {
+    item->result.resize(out_bytes);
+    item->device_out = out;
+    item->out_bytes = out_bytes;
+    w.out = item->result.data();
+  }
+  item->event = std::make_shared<LaneEvent>();
+  EventPtr ev = item->event;
+  engine().post(a.group, position, std::move(item));
+  return ev;
+}
+
+}  // namespace kiln::distributed

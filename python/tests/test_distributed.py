@@ -1,0 +1,57 @@
+"""kiln.distributed in one process (a one-rank group), and on 2 ranks under mpiexec when the
+build has MPI: the Python twin of examples/train_data_parallel.cpp's collectives."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kiln as mx
+
+
+def test_one_rank_group():
+    g = mx.distributed.init()
+    assert (g.rank(), g.size()) == (0, 1)
+    x = mx.array([1.0, 2.0, 3.0])
+    for f in (mx.distributed.all_sum, mx.distributed.all_max, mx.distributed.all_min,
+              mx.distributed.all_gather, mx.distributed.sum_scatter):
+        assert np.array_equal(np.asarray(f(x, group=g)), [1.0, 2.0, 3.0])
+    assert g.split(1).size() == 1
+    with pytest.raises(mx.Error, match="one rank"):
+        mx.distributed.send(x, 1)
+    with pytest.raises(ValueError, match="mpi"):
+        mx.distributed.init(backend="nccl")
+
+
+SCRIPT = r"""
+import numpy as np
+import kiln as mx
+g = mx.distributed.init()
+r, n = g.rank(), g.size()
+x = mx.arange(6, dtype=mx.float32) + r
+total = mx.distributed.all_sum(x)
+f = mx.compile(lambda a: mx.distributed.all_gather(a * 2, group=g))
+sent = mx.distributed.send(x, (r + 1) % n)
+got = mx.distributed.recv_like(x, (r - 1) % n)
+mx.eval(sent, got)
+want = sum(np.arange(6, dtype=np.float32) + k for k in range(n))
+assert np.array_equal(np.asarray(total), want), total
+assert np.array_equal(np.asarray(f(x)), np.concatenate([2 * (np.arange(6) + k) for k in range(n)]))
+assert np.array_equal(np.asarray(got), np.arange(6, dtype=np.float32) + (r - 1) % n)
+print("rank", r, "ok")
+"""
+
+
+@pytest.mark.skipif(not mx.distributed.is_available() or not shutil.which("mpiexec"),
+                    reason="this Kiln was built without MPI, or mpiexec is missing")
+def test_two_ranks_under_mpiexec():
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               KILN_DEVICE="reference")
+    cmd = ["mpiexec", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader,tcp",
+           "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", "-n", "2",
+           sys.executable, "-c", SCRIPT]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count(" ok") == 2
