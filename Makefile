@@ -42,7 +42,7 @@ TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(C
 FUZZ_SECONDS ?= 60
 
 .PHONY: deps deps-test configure configure-test build cli demo test test-long bench bench-report install clean sanitize \
-  tsan fuzz format format-check layer-check
+  tsan fuzz format format-check layer-check slurm-check
 PREFIX ?= $(BUILD)/install
 
 # What the library, backends and kiln command need; deps-test adds the tests' and checks' tools.
@@ -99,6 +99,13 @@ test: build
 # and the tests labelled long (the quick bench): what `make test` samples or leaves out.
 test-long: build
 	python3 tools/run-tests.py $(BUILD) --long --jobs $(JOBS)
+
+# A single-node Slurm on this machine runs an artifact as a job array with an afterok step that
+# checks every output (tools/slurm/check.sh; it says why and counts as skipped where Slurm cannot
+# start, as without root). .ci/run runs it after the tests.
+slurm-check: build
+	KILN_VENV=$(VENV) bash tools/install-deps.sh --slurm || echo "slurm-check: could not install slurm-wlm and munge"
+	bash tools/slurm/check.sh $(BUILD)
 
 # The quick suite on every device, with its JSON and HTML report.
 bench: cli

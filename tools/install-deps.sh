@@ -2,7 +2,8 @@
 # Installs the Debian packages Kiln needs (the list in TOOLCHAIN.md). Without arguments: what the
 # library, its backends and the `kiln` command build and run with (`make demo`). `--test` adds
 # what the tests, benchmarks and CI's checks use (`make test`); `--report` adds Chromium (`make
-# bench-report`). Idempotent: when every package is present it does nothing and touches no network.
+# bench-report`); `--slurm` adds Slurm and munge (`make slurm-check`).
+# Idempotent: when every package is present it does nothing and touches no network.
 set -euo pipefail
 
 packages=(
@@ -26,7 +27,8 @@ for arg in "$@"; do
   case "$arg" in
     --test) packages+=("${test_packages[@]}") ;;
     --report) packages+=(chromium) ;;
-    *) echo "install-deps: unknown option '$arg' (valid: --test, --report)" >&2; exit 2 ;;
+    --slurm) packages+=(slurm-wlm munge) ;;
+    *) echo "install-deps: unknown option '$arg' (valid: --test, --report, --slurm)" >&2; exit 2 ;;
   esac
 done
 
