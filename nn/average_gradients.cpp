@@ -1,5 +1,6 @@
 // optim::average_gradients: bucketed all_sums of the gradients, divided by the group's size.
 #include "distributed/ops.h"
+#include "graph/ops.h"
 #include "nn/optimizers.h"
 
 namespace kiln::optim {

@@ -65,10 +65,10 @@ TEST(Distributed, EveryCollectiveOnEveryDtype) {
     for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{70000} * size}) {
       std::string what = d.name() + " n=" + std::to_string(n);
       Array x = input(r, n, d), all = stacked(n, d, size);
-      Array want_sum = d.is_bool() ? max(all, {0}) : astype(sum(all, {0}), d);
+      Array want_sum = d.is_bool() ? max(all, 0) : astype(sum(all, 0), d);
       expect_same(dist::all_sum(x, g), want_sum, "all_sum " + what);
-      expect_same(dist::all_max(x, g), max(all, {0}), "all_max " + what);
-      expect_same(dist::all_min(x, g), min(all, {0}), "all_min " + what);
+      expect_same(dist::all_max(x, g), max(all, 0), "all_max " + what);
+      expect_same(dist::all_min(x, g), min(all, 0), "all_min " + what);
       expect_same(dist::all_gather(x, g), reshape(all, {n * size}), "all_gather " + what);
       if (n % size == 0) {
         int64_t part = n / size;
@@ -141,8 +141,7 @@ TEST(Distributed, CollectiveInsideCompileTracesOnce) {
     for (int r = 0; r < g.size(); ++r)
       each.push_back(astype(input(r + call, 1000, int32), float32));
     Array st = stack(each, 0);
-    expect_same(out[0], sum(st, {0}) * 2.0f + 1.0f,
-                "compiled all_sum, call " + std::to_string(call));
+    expect_same(out[0], sum(st, 0) * 2.0f + 1.0f, "compiled all_sum, call " + std::to_string(call));
     expect_same(out[1], reshape(st, {1000 * g.size()}), "compiled all_gather");
     (void)all;
   }
@@ -158,7 +157,7 @@ TEST(Distributed, GradThroughCollectives) {
     return {sum(dist::all_sum(in[0], g) * in[0])};
   };
   Array dx = grad(loss)({x})[0];
-  Array total = sum(astype(stacked(10, int32, g.size()), float32), {0});
+  Array total = sum(astype(stacked(10, int32, g.size()), float32), 0);
   expect_same(dx, total + x, "grad through all_sum");
   // all_gather's vjp is this rank's slice of the cotangent.
   Array w = astype(arange(10 * g.size(), int64), float32);
@@ -187,7 +186,7 @@ TEST(Distributed, VmapOfCollectives) {
   Array base = astype(reshape(arange(12, int64), {3, 4}), float32);
   std::vector<Array> each;
   for (int r = 0; r < g.size(); ++r) each.push_back(base + float(r));
-  expect_same(out[0], sum(stack(each, 0), {0}), "vmap all_sum");
+  expect_same(out[0], sum(stack(each, 0), 0), "vmap all_sum");
   expect_same(out[1], concatenate(each, 1), "vmap all_gather (per row)");
 }
 
