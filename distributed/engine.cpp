@@ -2,6 +2,7 @@
 // progress thread that issues each group's posted work in position order and completes it.
 #include "distributed/engine.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -236,7 +237,9 @@ class Engine {
   }
 
   void progress() {
+    int idle_polls = 0;
     for (;;) {
+      bool finished = false;
       std::vector<std::unique_ptr<Item>> now;
       {
         std::unique_lock<std::mutex> lock(mu_);
@@ -289,10 +292,18 @@ class Engine {
           continue;
         }
         finish(*active_[i], e);
+        finished = true;
         active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
       }
-      // MPI progresses only inside its calls: poll while work is in flight, yielding the core.
-      if (!active_.empty()) std::this_thread::yield();
+      // MPI progresses only inside its calls: poll while work is in flight. Right after work
+      // was issued or finished, yield between polls (latency); after that, sleep a little, so
+      // that a long transfer leaves the cores to compute on other lanes.
+      if (active_.empty()) continue;
+      if (!now.empty() || finished) idle_polls = 0;
+      if (++idle_polls < 64)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 
