@@ -17,7 +17,7 @@ kiln=$build/tools/kiln
 maker=$build/tests/test_distributed
 
 skip() { echo "slurm-check: SKIPPED: $*"; exit 0; }
-fail() { echo "slurm-check: FAILED: $*"; [ -f "$dir/log/slurmctld.log" ] && tail -20 "$dir/log/"*.log; exit 1; }
+fail() { echo "slurm-check: FAILED: $*"; [ -f "$dir/log/slurmctld.log" ] && tail -n 20 "$dir/log/"*.log; exit 1; }
 
 [ "$(id -u)" = 0 ] || skip "needs root to start slurmctld, slurmd and munged"
 for c in munged slurmctld slurmd sbatch scontrol runuser; do
@@ -73,6 +73,7 @@ AccountingStorageType=accounting_storage/none
 MpiDefault=none
 ReturnToService=2
 SchedulerType=sched/backfill
+DependencyParameters=kill_invalid_depend
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
 PartitionName=check Nodes=ALL Default=YES MaxTime=10 State=UP OverSubscribe=YES
 CONF
@@ -111,7 +112,10 @@ export KILN="$kiln" KILN_ARTIFACT=$work/all_sum.kiln KILN_INPUT="$work/shard.{ta
 array=$(sbatch --parsable --array=0-$((tasks - 1)) --output="$dir/log/task-%a.log" \
   "$src/tools/slurm/kiln-array.sbatch") || fail "sbatch of the array"
 echo "slurm-check: job array $array ($tasks tasks of kiln run)"
-sbatch --wait --dependency=afterok:"$array" --output="$dir/log/check.log" --chdir="$work" \
-  --wrap="sha256sum -c expected.sha256" > /dev/null || fail "the afterok step: $(cat "$dir/log/check.log")"
-grep -c ": OK" "$dir/log/check.log" | grep -qx "$tasks" || fail "not every output checked: $(cat "$dir/log/check.log")"
+# A failed task makes the dependency impossible: kill_invalid_depend cancels the step then, and
+# the timeout bounds the wait whatever happens.
+timeout 300 sbatch --wait --dependency=afterok:"$array" --output="$dir/log/check.log" \
+  --chdir="$work" --wrap="sha256sum -c expected.sha256" > /dev/null \
+  || fail "the afterok step: $(cat "$dir/log/check.log" "$dir"/log/task-*.log 2> /dev/null)"
+grep -c ": OK" "$dir/log/check.log" 2> /dev/null | grep -qx "$tasks" || fail "not every output checked: $(cat "$dir/log/check.log")"
 echo "slurm-check: $tasks array tasks ran kiln run; the afterok step matched every checksum"
