@@ -23,6 +23,9 @@ def test_one_rank_group():
         mx.distributed.send(x, 1)
     with pytest.raises(ValueError, match="mpi"):
         mx.distributed.init(backend="nccl")
+    grads = {"w": x, "b": [mx.array(0.5)]}
+    import kiln.nn as nn
+    assert nn.average_gradients(grads) is grads
 
 
 SCRIPT = r"""
@@ -44,14 +47,27 @@ print("rank", r, "ok")
 """
 
 
-@pytest.mark.skipif(not mx.distributed.is_available() or not shutil.which("mpiexec"),
-                    reason="this Kiln was built without MPI, or mpiexec is missing")
-def test_two_ranks_under_mpiexec():
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               KILN_DEVICE="reference")
-    cmd = ["mpiexec", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader,tcp",
-           "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", "-n", "2",
-           sys.executable, "-c", SCRIPT]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+MPIEXEC = ["mpiexec", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader,tcp",
+           "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", "-n", "2"]
+needs_mpi = pytest.mark.skipif(not mx.distributed.is_available() or not shutil.which("mpiexec"),
+                               reason="this Kiln was built without MPI, or mpiexec is missing")
+
+
+def run_two_ranks(args):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    out = subprocess.run(MPIEXEC + [sys.executable] + args, env=env, capture_output=True,
+                         text=True, timeout=150)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.count(" ok") == 2
+    return out.stdout
+
+
+@needs_mpi
+def test_two_ranks_under_mpiexec():
+    assert run_two_ranks(["-c", SCRIPT]).count(" ok") == 2
+
+
+@needs_mpi
+def test_data_parallel_example_on_two_ranks():
+    example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                           "python", "train_data_parallel.py")
+    assert "bitwise identical on every rank: yes" in run_two_ranks([example])

@@ -20,4 +20,5 @@ from .embedding import Embedding
 from .linear import Bilinear, Identity, Linear
 from .module import Module
 from .normalization import LayerNorm, RMSNorm
+from .utils import average_gradients
 from .value_and_grad import value_and_grad
