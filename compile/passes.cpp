@@ -37,9 +37,10 @@ std::string cse_key(const ArrayNode& n) {
   const Params& p = n.params;
   os << '|' << int(p.unary) << ',' << int(p.binary) << ',' << int(p.reduce) << ',' << int(p.dist)
      << ',' << p.keepdims << ',' << p.key << ',' << p.value.str() << p.value.dtype << ','
-     << p.step_value.str() << '|';
+     << p.step_value.str() << '|' << int(p.scan) << ',' << p.descending << ',' << p.reverse << ','
+     << p.inclusive << ',' << p.group << ',' << p.peer << ',' << int(p.reshape) << '|';
   for (int x : p.axes) os << x << ',';
-  for (auto* v : {&p.start, &p.stop, &p.step}) {
+  for (auto* v : {&p.start, &p.stop, &p.step, &p.shape}) {
     os << '|';
     for (int64_t x : *v) os << x << ',';
   }

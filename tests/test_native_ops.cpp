@@ -92,6 +92,22 @@ TEST(NativeOps, ScansMatchNumpy) {
   EXPECT_EQ(cumsum(zeros({2, 0}), 1).shape(), (Shape{2, 0}));
 }
 
+// Scans and sorts of one input that differ only in their parameters (cumsum and cumprod,
+// reverse, inclusive) stay distinct inside compile: the CSE pass once merged them
+// (its key left those parameters out), so a compiled cumprod returned the cumsum.
+TEST(NativeOps, CompiledScansWithOtherParametersStayDistinct) {
+  Array x = array<float>({1, 2, 3, 4}, {4});
+  auto f = compile([](const std::vector<Array>& in) -> std::vector<Array> {
+    const Array& a = in[0];
+    return {cumsum(a, 0), cumprod(a, 0), cumsum(a, 0, true), cumsum(a, 0, false, false)};
+  });
+  std::vector<Array> got = f({x});
+  std::vector<Array> want{cumsum(x, 0), cumprod(x, 0), cumsum(x, 0, true),
+                          cumsum(x, 0, false, false)};
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got[i].to_vector<float>(), want[i].to_vector<float>()) << "output " << i;
+}
+
 TEST(NativeOps, GathersAndScattersFollowTheIndexRule) {
   Array a = array<float>({10, 11, 12, 13, 14, 15}, {3, 2});
   // -1 is the last row; 7 clamps to it; -9 clamps to the first.
