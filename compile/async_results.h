@@ -16,6 +16,12 @@ namespace kiln {
 void mark_in_flight(const std::vector<Array>& nodes);
 // Points the nodes still in flight at the work that will complete them.
 void attach_pending(const std::vector<Array>& nodes, const std::shared_ptr<Pending>& work);
+// When `a` is in flight as an output of device work enqueued at submission (a compiled call's
+// on opencl or vulkan), its buffer-to-be and the work writing it: the next call binds the buffer
+// and orders itself after that work on the device (executor.h, InFlightInput). Null otherwise
+// (ready, or work the caller must wait for).
+std::shared_ptr<Buffer> in_flight_buffer(const Array& a, std::shared_ptr<Pending>* work,
+                                         int* output);
 // Publishes r.outputs[i] / r.errors[i] into nodes[i] (in order), marks every node of `nodes`
 // and `also_done` as no longer in flight, and wakes waiters. Any thread. `keep_inputs`: the
 // nodes keep their inputs (the work was submitted while a transform recorded).

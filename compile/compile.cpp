@@ -174,13 +174,29 @@ std::shared_ptr<ShapePlan> CompiledFunction::Impl::lowered_for(
 
 std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e, std::vector<Array> inputs,
                             const BeforeSubmit& before_submit, const OnSubmitFailure& on_failure) {
+  // An input in flight on device work binds the buffer that work writes, and the executor
+  // orders this call after it (on the device where it can): no round trip per call in a loop.
+  // Other unevaluated inputs are evaluated first.
+  std::vector<std::shared_ptr<Buffer>> buffers(inputs.size());
+  std::vector<InFlightInput> after;
   std::vector<Array> unevaluated;
-  for (const Array& a : inputs)
-    if (!a.node()->ready.load(std::memory_order_acquire)) unevaluated.push_back(a);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Array& a = inputs[i];
+    if (a.node()->ready.load(std::memory_order_acquire)) continue;
+    InFlightInput in{i, nullptr, 0};
+    int output = -1;
+    buffers[i] = in_flight_buffer(a, &in.producer, &output);
+    if (!buffers[i]) {
+      unevaluated.push_back(a);
+      continue;
+    }
+    in.output = static_cast<size_t>(output);
+    after.push_back(std::move(in));
+  }
   if (!unevaluated.empty()) eval(unevaluated);
-  std::vector<std::shared_ptr<Buffer>> buffers;
   buffers.reserve(inputs.size() + e->constants.size());
-  for (const Array& a : inputs) buffers.push_back(array_buffer(a));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!buffers[i]) buffers[i] = array_buffer(inputs[i]);
   for (const Array& c : e->constants) buffers.push_back(array_buffer(c));
 
   // The outputs are in flight until the plan's completion publishes into them.
@@ -204,6 +220,7 @@ std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e, std::vect
     Array out = make_array(e->out_shapes[i], s.dtype, Op::Constant, {}, {},
                            ResolvedStream{st, StreamOrigin::Default});
     out.node()->in_flight = true;  // nobody else sees it yet
+    out.node()->pending_output = static_cast<int>(i);
     outs.push_back(out);
     fresh.push_back(std::move(out));
   }
@@ -225,7 +242,7 @@ std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e, std::vect
   inputs.clear();  // the executor's buffers are now all this call holds of them
   std::shared_ptr<Pending> work;
   try {
-    work = execute_async(plan, e, std::move(buffers), std::move(publish));
+    work = execute_async(plan, e, std::move(buffers), std::move(publish), after);
   } catch (...) {  // nothing ran: whoever holds an output reads the error, never waits forever
     std::exception_ptr error = std::current_exception();
     std::vector<Array> failed;  // the fresh outputs: still in flight, as nothing ran
@@ -233,6 +250,7 @@ std::vector<Array> run_plan(const std::shared_ptr<const ShapePlan>& e, std::vect
       if (a.node()->in_flight) failed.push_back(a);
     publish_results(failed, RunResult{std::vector<std::shared_ptr<Buffer>>(failed.size()),
                                       std::vector<std::exception_ptr>(failed.size(), error)});
+    for (const InFlightInput& in : after) in.producer->wait();  // before `buffers` are reused
     if (on_failure) on_failure(buffers);
     throw;
   }

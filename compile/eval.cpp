@@ -222,6 +222,18 @@ void attach_pending(const std::vector<Array>& nodes, const std::shared_ptr<Pendi
     if (a.node()->in_flight) a.node()->pending = work;
 }
 
+std::shared_ptr<Buffer> in_flight_buffer(const Array& a, std::shared_ptr<Pending>* work,
+                                         int* output) {
+  std::lock_guard<std::mutex> lock(g_mu);  // publish_results cannot drop `pending` meanwhile
+  const ArrayNode& n = *a.node();
+  if (!n.in_flight || !n.pending || n.pending_output < 0) return nullptr;
+  std::shared_ptr<Buffer> b = in_flight_output(*n.pending, static_cast<size_t>(n.pending_output));
+  if (!b) return nullptr;
+  *work = n.pending;
+  *output = n.pending_output;
+  return b;
+}
+
 void publish_results(const std::vector<Array>& nodes, const RunResult& r,
                      const std::vector<Array>& also_done, bool keep_inputs) {
   {
@@ -234,6 +246,7 @@ void publish_results(const std::vector<Array>& nodes, const RunResult& r,
       detach(n, keep_inputs);
       n.in_flight = false;
       n.pending.reset();
+      n.pending_output = -1;
     }
     for (const Array& a : also_done) {
       a.node()->in_flight = false;

@@ -694,6 +694,24 @@ void drain_workers(const std::vector<Lane*>& lanes) {
       if (LaneWorker* w = l->worker_if_any()) w->drain();
 }
 
+void fail_readers(const Plan& plan, const std::vector<InFlightInput>& after, RunResult& r);
+
+// Runs f now or, when called inside another run_flat on this thread, right after it: runs that
+// complete each other in a chain (a loop's steps, each waiting for the one before) stay flat on
+// the stack however long the chain.
+void run_flat(std::function<void()> f) {
+  thread_local std::vector<std::function<void()>>* queue = nullptr;
+  if (queue) return queue->push_back(std::move(f));
+  std::vector<std::function<void()>> q;
+  q.push_back(std::move(f));
+  queue = &q;
+  for (size_t i = 0; i < q.size(); ++i) {
+    std::function<void()> g = std::move(q[i]);  // q may grow while g runs
+    g();
+  }
+  queue = nullptr;
+}
+
 // An asynchronous submission: either a job on a host lane's worker, or device work enqueued on
 // one device queue whose events complete it.
 class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
@@ -761,6 +779,7 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
     std::vector<std::vector<std::pair<Lane*, EventPtr>>> frontier(n);
     {
       OrderLocks locks(device_lanes);
+      order_after_producers(device_lanes, device_lanes.size() != call_.binding->distinct.size());
       for (int t : plan_.order()) {
         Lane* lane = st.lanes[plan_.tasks()[t].lane];
         if (lane->inline_queue) {
@@ -795,13 +814,44 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
         }
       }
     }
-    remaining_.store(static_cast<int>(n) + 1);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int slot : plan_.outputs) outputs_.push_back(st.buffers[slot]);
+      for (auto& e : events) events_.push_back(e.second);
+      device_lanes_ = device_lanes;
+    }
+    // Completes after its producers: their errors reach the outputs reading them (`done`).
+    remaining_.store(static_cast<int>(n + 1 + after_.size()));
     auto self = shared_from_this();
+    for (const InFlightInput& in : after_)
+      static_cast<AsyncRun&>(*in.producer).when_finished([self] { self->event_done(); });
     for (auto& [t, ev] : events)
       ev->on_complete([self, t = t](std::exception_ptr e) { self->task_done(t, e, true); });
     for (int t : done_now) task_done(t, nullptr, false);
     for (int t : ready_host) schedule(t);
     event_done();
+  }
+
+  // Inputs still in flight on earlier submissions (execute_async's `after`).
+  void set_after(std::vector<InFlightInput> after) { after_ = std::move(after); }
+
+  // Output i's buffer while the device work writing it is in flight; null once complete.
+  std::shared_ptr<Buffer> output_buffer(size_t i) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !finished_ && i < outputs_.size() ? outputs_[i] : nullptr;
+  }
+  // Output i's error, once complete.
+  std::exception_ptr output_error(size_t i) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finished_ && i < errors_.size() ? errors_[i] : nullptr;
+  }
+  // Calls f once this run has completed (now, if it has).
+  void when_finished(std::function<void()> f) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!finished_) return on_finish_.push_back(std::move(f));
+    }
+    run_flat(std::move(f));
   }
 
   // Undoes the submission's bookkeeping when it could not start.
@@ -814,6 +864,28 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
   }
 
  private:
+  // Orders this run after the device work computing its in-flight inputs: nothing when both
+  // are on the one in-order queue, else a wait on the device (queues of one device), else on
+  // the host (the producer's device is another, or the run has host lanes too).
+  void order_after_producers(const std::vector<Lane*>& device_lanes, bool host_lanes) {
+    for (const InFlightInput& in : after_) {
+      auto& p = static_cast<AsyncRun&>(*in.producer);
+      std::vector<EventPtr> events;
+      std::vector<Lane*> lanes;
+      {
+        std::lock_guard<std::mutex> lock(p.mu_);
+        if (p.finished_) continue;
+        events = p.events_;
+        lanes = p.device_lanes_;
+      }
+      if (!host_lanes && lanes == device_lanes && lanes.size() == 1) continue;
+      bool waits = !host_lanes;
+      for (Lane* l : device_lanes)
+        waits = waits && l->queue->waits_on_device() && l->queue->enqueue_wait(events);
+      if (!waits) p.wait();
+    }
+  }
+
   bool feeds_device(int t) const {
     for (int s : plan_.successors(t))
       if (!state_->lanes[plan_.tasks()[s].lane]->inline_queue) return true;
@@ -875,19 +947,28 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
 
   void complete(RunResult r) {
     auto self = shared_from_this();  // `done_` may drop the last other reference
+    fail_readers(plan_, after_, r);  // the producers have completed
+    std::vector<std::exception_ptr> errors = r.errors;
     {
       RunDone done = std::move(done_);  // and what it holds goes before anyone sees the end
       done(std::move(r));
     }
     std::vector<Lane*> lanes = call_.binding->distinct;
     bool profiling = call_.profiling;
+    std::vector<std::function<void()>> then;
     {
       std::lock_guard<std::mutex> lock(mu_);
       finished_ = true;
       call_ = Call{};
       keep_.reset();
+      errors_ = std::move(errors);
+      outputs_.clear();
+      events_.clear();
+      after_.clear();
+      then.swap(on_finish_);
     }
     cv_.notify_all();
+    for (auto& f : then) run_flat(std::move(f));
     for (Lane* l : lanes) l->async_finished();
     if (profiling) profile_release();
   }
@@ -902,13 +983,60 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
   std::unique_ptr<std::atomic<int>[]> deps_left_;  // device path: per task, deps not done
   std::vector<std::shared_ptr<Signal>> signals_;   // device path: per host task feeding a device
   LaneWorker* worker_ = nullptr;                   // host path
+  std::vector<InFlightInput> after_;               // device path: producers of inputs
+  std::vector<std::shared_ptr<Buffer>> outputs_;   // device path: per plan output, until complete
+  std::vector<EventPtr> events_;                   // device path: the enqueued work's, until then
+  std::vector<Lane*> device_lanes_;                // device path: the queues it runs on
+  std::vector<std::exception_ptr> errors_;         // per plan output, once complete
+  std::vector<std::function<void()>> on_finish_;   // when_finished's, until complete
   uint64_t ticket_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   bool finished_ = false;
 };
 
+// Whether each plan output reads the plan's slot `slot` (an input's), through any chain of tasks.
+std::vector<bool> outputs_reading(const Plan& plan, int slot) {
+  std::vector<bool> reads(plan.tasks().size(), false);
+  for (int t : plan.order()) {
+    const Task& task = plan.tasks()[t];
+    bool r = std::find(task.slots.begin(), task.slots.end(), slot) != task.slots.end();
+    for (int d : task.deps) r = r || reads[d];
+    reads[t] = r;
+  }
+  std::vector<bool> out(plan.outputs.size(), false);
+  for (size_t o = 0; o < out.size(); ++o) {
+    out[o] = plan.outputs[o] == slot;
+    for (int t : plan.producers(plan.outputs[o])) out[o] = out[o] || reads[t];
+  }
+  return out;
+}
+
+// Gives the error of each failed producer in `after` to the outputs of `r` made by tasks that
+// read its input, directly or through other tasks. The producers have completed.
+void fail_readers(const Plan& plan, const std::vector<InFlightInput>& after, RunResult& r) {
+  for (const InFlightInput& in : after) {
+    std::exception_ptr e = static_cast<AsyncRun&>(*in.producer).output_error(in.output);
+    if (!e) continue;
+    std::vector<bool> reads = outputs_reading(plan, plan.inputs[in.input]);
+    for (size_t o = 0; o < reads.size(); ++o)
+      if (reads[o]) {
+        r.errors[o] = e;
+        r.outputs[o] = nullptr;
+      }
+  }
+}
+
+void wait_for(const std::vector<InFlightInput>& after) {
+  for (const InFlightInput& in : after) in.producer->wait();
+}
+
 }  // namespace
+
+std::shared_ptr<Buffer> in_flight_output(Pending& work, size_t output) {
+  auto* run = dynamic_cast<AsyncRun*>(&work);
+  return run ? run->output_buffer(output) : nullptr;
+}
 
 size_t donated_bytes() { return g_donated_bytes.load(std::memory_order_relaxed); }
 
@@ -927,17 +1055,20 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
 }
 
 std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const void> keep,
-                                       std::vector<std::shared_ptr<Buffer>>&& inputs,
-                                       RunDone done) {
+                                       std::vector<std::shared_ptr<Buffer>>&& inputs, RunDone done,
+                                       std::vector<InFlightInput> after) {
   Call c = resolve_call(plan, inputs);
   const Binding& b = *c.binding;
   bool on_worker = b.all_inline && b.distinct.size() == 1;
   // Collectives start only once their inputs are computed: never enqueued ahead on a device.
   bool on_device = device_lanes_only(b) && !has_host_tasks(plan) && plan.collectives().empty();
+  if (!on_device) wait_for(after);  // host work reads the inputs: they must be complete
   if (on_device && !b.all_inline) drain_workers(b.distinct);  // earlier cpu jobs run first
   if (!on_worker && !on_device) {  // several lanes: run here, as execute() does
     drain_workers(b.distinct);
-    done(run_call(plan, c, inputs, RunOptions{}));
+    RunResult r = run_call(plan, c, inputs, RunOptions{});
+    fail_readers(plan, after, r);
+    done(std::move(r));
     return nullptr;
   }
   // A small plan on an idle host lane runs here (executor/inline_policy.h): it takes less time
@@ -946,11 +1077,13 @@ std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const v
   if (quiet && run_inline(b.run_ns)) {
     RunResult r = run_call(plan, c, inputs, RunOptions{});
     inputs.clear();  // as a worker's job does: a later call may donate these buffers
+    fail_readers(plan, after, r);
     done(std::move(r));
     return nullptr;
   }
   int64_t t0 = quiet ? profile_now_ns() : 0;
   auto run = std::make_shared<AsyncRun>(plan, std::move(keep), std::move(c), std::move(done));
+  run->set_after(std::move(after));
   if (on_worker) {
     // What handing off cost the caller, when the lane was idle (the case the rule decides).
     if (!run->submit_to_worker(std::move(inputs)) && quiet)

@@ -45,9 +45,26 @@ RunResult execute(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
 // Submissions to one stream keep their order with each other and with execute(). Raises
 // kiln::Error, without calling `done`, where execute() raises before running anything; `inputs`
 // is then left as it was (a caller may rebuild arrays from it).
+//
+// `after`: inputs that are outputs of earlier asynchronous work still in flight, bound as the
+// buffers that work writes (in_flight_output). The call is ordered after that work: nothing
+// when both run on one in-order device queue, a wait on the device between queues of one
+// device, else a wait on the host before this call runs. An output made by tasks that read an
+// input whose producer failed gets that error, and `done` runs after the producers' own.
 using RunDone = std::function<void(RunResult)>;
+struct InFlightInput {
+  size_t input = 0;                   // which of `inputs`
+  std::shared_ptr<Pending> producer;  // the execute_async submission computing it
+  size_t output = 0;                  // which output of the producer's plan it is
+};
 std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const void> keep,
-                                       std::vector<std::shared_ptr<Buffer>>&& inputs, RunDone done);
+                                       std::vector<std::shared_ptr<Buffer>>&& inputs, RunDone done,
+                                       std::vector<InFlightInput> after = {});
+
+// The buffer that `work` (an execute_async submission) writes output `output` of its plan into,
+// when the work was enqueued on device queues at submission and has not completed; else null
+// (wait for `work`).
+std::shared_ptr<Buffer> in_flight_output(Pending& work, size_t output);
 
 // Bytes of input buffers that outputs were written into (Plan::donations()) since the process
 // started. An input is donated only when the call's `inputs` hold its only reference.

@@ -33,6 +33,9 @@ struct ArrayNode {
   // While in flight on asynchronous work (a compiled call, async_eval): that work, to wait for
   // (guarded by eval's lock; dropped once the results are published).
   std::shared_ptr<Pending> pending;
+  // Which output of `pending`'s plan this node is (a compiled call's), so a later call on the
+  // same device can bind the buffer before it is published; -1 when it is not one.
+  int pending_output = -1;
   // Set (release) once data or error is final; readers that see it need no lock.
   std::atomic<bool> ready{false};
   uint64_t id;  // unique per node, for stable ordering and text names

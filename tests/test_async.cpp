@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include "executor/cancel.h"
@@ -15,6 +16,7 @@
 #include "graph/array_node.h"
 #include "kiln.h"
 #include "test_backends.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
@@ -199,6 +201,76 @@ TEST(Async, DeviceErrorsReachTheWaitingCallerAndFailOnlyThatWork) {
   EXPECT_FLOAT_EQ(good[0].to_vector<float>()[1], iota(2)[1] * 2.0f + 1.0f);
   Array y = x + 1.0f;
   EXPECT_FLOAT_EQ(y.to_vector<float>()[1], iota(2)[1] + 1.0f);
+}
+
+// x = f(x) on a device stream: each call binds the previous call's output while it is still in
+// flight (the in-order queue orders them), so the loop runs to its end with the gate shut, where
+// waiting for each step would block until the watchdog opened it.
+TEST(Async, ADeviceLoopBindsEachStepsOutputWithoutWaitingForIt) {
+  GatedBackend& g = gated();
+  auto f =
+      compile([](const std::vector<Array>& in) { return std::vector<Array>{in[0] * 0.5f + 1.0f}; });
+  Array x = array(iota(64), {64});
+  eval(x);
+  StreamScope scope(device("gated"));
+  eval(f({x}));  // traced and compiled with the gate open
+  g.gate->close();
+  std::promise<void> looped;
+  std::atomic<bool> forced{false};
+  std::thread watchdog([&, done = looped.get_future()] {
+    if (done.wait_for(std::chrono::seconds(20)) == std::future_status::ready) return;
+    forced = true;  // the loop waited for the device: let it finish, and fail below
+    g.gate->open();
+  });
+  const int steps = 40;
+  for (int i = 0; i < steps; ++i) x = f({x})[0];
+  EXPECT_FALSE(forced.load()) << "a step waited for the one before it";
+  looped.set_value();
+  watchdog.join();
+  g.gate->open();
+  std::vector<float> want = iota(64), got = x.to_vector<float>();
+  for (int i = 0; i < steps; ++i)
+    for (float& v : want) v = v * 0.5f + 1.0f;
+  for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << "element " << i;
+}
+
+// A step that fails (cancelled here) fails every later step that reads it, though none of them
+// waited: the error reaches the loop's result, and only the outputs that read the failed input.
+TEST(Async, AFailedStepOfADeviceLoopReachesTheResult) {
+  GatedBackend& g = gated();
+  auto f =
+      compile([](const std::vector<Array>& in) { return std::vector<Array>{in[0] * 0.5f + 1.0f}; });
+  auto pair = compile([](const std::vector<Array>& in) {
+    return std::vector<Array>{in[0] + 1.0f, in[1] + 1.0f};
+  });
+  // y has another shape than x, so that no kernel computes both (the error reaches the
+  // outputs of the tasks that read a failed input).
+  Array x = array(iota(64), {64}), y = array(iota(32), {32});
+  eval({x, y});
+  StreamScope scope(device("gated"));
+  eval(f({x}));
+  eval(f({y}));
+  eval(pair({x, y}));
+  g.gate->close();
+  auto token = std::make_shared<CancelToken>();
+  token->cancel("step 3 cancelled by the test");
+  for (int i = 0; i < 10; ++i) {
+    if (i == 3) {
+      CancelScope cancel(token);
+      x = f({x})[0];
+    } else {
+      x = f({x})[0];
+    }
+  }
+  y = f({y})[0];
+  std::vector<Array> both = pair({x, y});
+  g.gate->open();
+  test::expect_error([&] { eval(x); }, {"step 3 cancelled by the test"});
+  test::expect_error([&] { eval(both[0]); }, {"step 3 cancelled by the test"});
+  EXPECT_FLOAT_EQ(both[1].to_vector<float>()[5], iota(6)[5] * 0.5f + 2.0f);
+  // The stream and the function stay usable.
+  Array fresh = array(iota(64), {64});
+  EXPECT_FLOAT_EQ(f({fresh})[0].to_vector<float>()[7], iota(8)[7] * 0.5f + 1.0f);
 }
 
 TEST(Async, CpuErrorsReachTheWaitingCaller) {
