@@ -705,11 +705,13 @@ void run_flat(std::function<void()> f) {
   std::vector<std::function<void()>> q;
   q.push_back(std::move(f));
   queue = &q;
+  struct Reset {
+    ~Reset() { queue = nullptr; }
+  } reset;
   for (size_t i = 0; i < q.size(); ++i) {
     std::function<void()> g = std::move(q[i]);  // q may grow while g runs
     g();
   }
-  queue = nullptr;
 }
 
 // An asynchronous submission: either a job on a host lane's worker, or device work enqueued on
