@@ -429,7 +429,8 @@ std::optional<Scalar> host_scalar(const ArrayNode& n) {
 }
 
 bool is_two(const ArrayNode& n) {
-  if (n.op == Op::Broadcast || (n.op == Op::Reshape && n.inputs.size() == 1))
+  // An evaluated view has dropped its inputs (and has data of its own, read below).
+  if ((n.op == Op::Broadcast || n.op == Op::Reshape) && n.inputs.size() == 1)
     return is_two(*n.inputs[0].node());
   std::optional<Scalar> c =
       n.op == Op::Full ? std::optional<Scalar>(n.params.value) : host_scalar(n);

@@ -548,6 +548,16 @@ Array broadcast_to(const Array& a, const Shape& shape, StreamOrDevice s) {
   return make(shape, a.dtype(), Op::Broadcast, p, {a}, s);
 }
 
+Array stop_gradient(const Array& a, StreamOrDevice s) {
+  // Only a transform can tell this node from `a`; a trace may be differentiated later (its
+  // function runs again, inline, under the transform), so it keeps the node too.
+  if (!in_transform() && !is_tracing()) return a;
+  Params p;
+  p.shape = a.shape();
+  p.stop_gradient = true;
+  return make(a.shape(), a.dtype(), Op::Broadcast, p, {a}, s);
+}
+
 Array slice(const Array& a, std::vector<int64_t> start, std::vector<int64_t> stop,
             std::vector<int64_t> step, StreamOrDevice s) {
   int n = a.ndim();

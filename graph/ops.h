@@ -130,6 +130,9 @@ Array transpose(const Array& a, const std::vector<int>& axes, StreamOrDevice s =
 Array moveaxis(const Array& a, int source, int destination, StreamOrDevice s = {});
 Array swapaxes(const Array& a, int axis1, int axis2, StreamOrDevice s = {});
 Array broadcast_to(const Array& a, const Shape& shape, StreamOrDevice s = {});
+// `a`'s value, through which grad, vjp and jvp see no dependence on `a` (MLX's and JAX's
+// stop_gradient). Outside a transform or trace it is `a` itself.
+Array stop_gradient(const Array& a, StreamOrDevice s = {});
 // NumPy basic slicing with explicit start/stop (and step) per axis; negative indices count from
 // the end and out-of-range bounds are clamped, as in NumPy.
 Array slice(const Array& a, std::vector<int64_t> start, std::vector<int64_t> stop,

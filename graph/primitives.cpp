@@ -7,7 +7,8 @@ bool Params::operator==(const Params& o) const {
          keepdims == o.keepdims && axes == o.axes && start == o.start && stop == o.stop &&
          step == o.step && value == o.value && step_value == o.step_value && key == o.key &&
          reshape == o.reshape && shape == o.shape && scan == o.scan && descending == o.descending &&
-         reverse == o.reverse && inclusive == o.inclusive && group == o.group && peer == o.peer;
+         reverse == o.reverse && inclusive == o.inclusive && group == o.group && peer == o.peer &&
+         stop_gradient == o.stop_gradient;
 }
 
 const char* op_name(Op op) {
@@ -95,6 +96,7 @@ std::string primitive_name(Op op, const Params& p) {
       return p.reduce == ReduceOp::Max   ? "all_max"
              : p.reduce == ReduceOp::Min ? "all_min"
                                          : "all_sum";
+    case Op::Broadcast: return p.stop_gradient ? "stop_gradient" : op_name(op);
     default: return op_name(op);
   }
 }

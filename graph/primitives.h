@@ -127,6 +127,9 @@ struct Params {
   bool inclusive = true;       // Scan: element i's own value counts at i
   int group = 0;               // collectives: the group's id (0: the world)
   int peer = -1;               // Send: the destination rank; Recv: the source rank
+  // Broadcast to the input's own shape that the transforms treat as a constant: no cotangent
+  // or tangent flows through it (stop_gradient). Everywhere else it is the identity it looks.
+  bool stop_gradient = false;
 
   bool operator==(const Params& o) const;
 };

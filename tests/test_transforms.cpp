@@ -432,6 +432,57 @@ TEST(Transforms, BadArgumentsRaiseErrorsNamingWhatWouldBeValid) {
   EXPECT_EQ(x.to_vector<float>(), std::vector<float>({1, 2}));
 }
 
+TEST(Transforms, StopGradientHidesItsInputFromEveryTransform) {
+  Array x = array({0.5, -1.5, 2.0}, {3});
+  // f = x * stop(x): reverse mode sees stop(x) as a constant, so df/dx = stop(x) = x.
+  Fn f = [](const std::vector<Array>& a) {
+    return std::vector<Array>{sum(a[0] * stop_gradient(a[0]))};
+  };
+  EXPECT_EQ(values(grad(f)({x})[0]), values(x));
+  auto [outs, tangents] = jvp(
+      [](const std::vector<Array>& a) { return std::vector<Array>{a[0] * stop_gradient(a[0])}; },
+      {x}, {ones_like(x)});
+  EXPECT_EQ(values(tangents[0]), values(x));
+  EXPECT_EQ(values(outs[0]), values(x * x));
+  // Second derivative: d/dx of (d/dx x * stop(x)) = d/dx stop(x) = 0.
+  Fn g = grad([](const std::vector<Array>& a) {
+    return std::vector<Array>{a[0] * stop_gradient(a[0]) * a[0]};
+  });
+  Array x0 = array(1.5);
+  EXPECT_DOUBLE_EQ(scalar(g({x0})[0]), 2 * 1.5 * 1.5);
+  EXPECT_DOUBLE_EQ(scalar(grad([&](const std::vector<Array>& a) { return g(a); })({x0})[0]),
+                   2 * 1.5);
+  // Under compile (the trace keeps the node) and under vmap (the batched node keeps the flag).
+  EXPECT_EQ(values(compile(grad(f))({x})[0]), values(x));
+  Fn per_row = grad([](const std::vector<Array>& a) {
+    return std::vector<Array>{sum(a[0] * stop_gradient(exp(a[0])))};
+  });
+  Array m = array({0.0, 1.0, 2.0, 3.0}, {2, 2});
+  EXPECT_EQ(values(vmap(per_row)({m})[0]), values(exp(m)));
+  Fn through_vmap = [](const std::vector<Array>& a) {
+    Fn inner = [](const std::vector<Array>& b) {
+      return std::vector<Array>{b[0] * stop_gradient(b[0])};
+    };
+    return std::vector<Array>{sum(vmap(inner)(a)[0])};
+  };
+  EXPECT_EQ(values(grad(through_vmap)({m})[0]), values(m));
+  // Outside a transform it is the array itself.
+  EXPECT_EQ(stop_gradient(x).node(), x.node());
+}
+
+TEST(Transforms, TheArgumentIsDifferentiatedNotOtherUsesOfTheSameArray) {
+  // MLX's and JAX's rule: the captured `a` is a constant even when `a` is also the argument.
+  Array a = array({1.0, 2.0}, {2});
+  Fn f = [a](const std::vector<Array>& x) { return std::vector<Array>{sum(a * x[0] + x[0])}; };
+  EXPECT_EQ(values(grad(f)({a})[0]), std::vector<double>({2.0, 3.0}));
+  auto [outs, cts] = vjp([a](const std::vector<Array>& x) { return std::vector<Array>{a + x[0]}; },
+                         {a}, {ones_like(a)});
+  EXPECT_EQ(values(cts[0]), std::vector<double>({1.0, 1.0}));
+  auto [o2, t2] = jvp([a](const std::vector<Array>& x) { return std::vector<Array>{a * x[0]}; },
+                      {a}, {ones_like(a)});
+  EXPECT_EQ(values(t2[0]), values(a));
+}
+
 TEST(Transforms, EvaluatingInsideAGradKeepsTheGraph) {
   Array x = array(0.7);
   Fn f = [](const std::vector<Array>& a) {

@@ -20,4 +20,4 @@ for f in mlx_tests.py "${files[@]}"; do
 done
 cd "$work"
 KILN_CACHE_DIR="$root/build/tests/kernel-cache" PYTHONPATH="$root/build/python" \
-  "$root/.venv/bin/python" -m pytest -q -p no:cacheprovider -rf "${files[@]}" | tail -40
+  "$root/.venv/bin/python" -m pytest -q -p no:cacheprovider -rf "${files[@]}" | tail -${YARDSTICK_TAIL:-40}

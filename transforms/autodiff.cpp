@@ -19,16 +19,12 @@ namespace {
 
 using NodeSet = std::unordered_set<const ArrayNode*>;
 
-// The primals as distinct nodes: an array passed twice gets a copy for its second place, so
-// each place has its own derivative.
+// The primals as nodes of their own (an identity over each): the function sees these, so the
+// derivative follows the argument and not other uses of the same array, as when the function
+// also captured it (grad(lambda x: a + x)(a) is 1, as in MLX and JAX) or it is passed twice.
 std::vector<Array> distinct(const std::vector<Array>& primals) {
-  NodeSet seen;
   std::vector<Array> r;
   for (const Array& p : primals) {
-    if (seen.insert(p.node().get()).second) {
-      r.push_back(p);
-      continue;
-    }
     Params q;
     q.shape = p.shape();
     r.push_back(make_array(p.shape(), p.dtype(), Op::Broadcast, q, {p}, p.node()->stream));

@@ -93,24 +93,25 @@ class compute_on(_contextlib.ContextDecorator):
         return False
 
 
-def grad(fun, argnums=None):
+def grad(fun, argnums=None, argnames=()):
     """The gradient of ``fun``'s (scalar) result with respect to its ``argnums`` arguments
-    (pytrees of arrays; argument 0 by default): one tree, or a tuple of them for a sequence."""
+    (pytrees of arrays; argument 0 unless ``argnames`` names keyword arguments): one tree for
+    one argument, a tuple for several; with ``argnames``, ``(positional, {name: gradient})``."""
 
     @_functools.wraps(fun)
     def grad_fn(*args, **kwargs):
-        return _kiln._value_and_grad_call(fun, argnums, False, args, kwargs)
+        return _kiln._value_and_grad_call(fun, argnums, argnames, False, args, kwargs)
 
     return grad_fn
 
 
-def value_and_grad(fun, argnums=None):
+def value_and_grad(fun, argnums=None, argnames=()):
     """As grad, returning ``(fun's result, the gradient)``; ``fun`` may return
     ``(loss, auxiliary...)``, differentiating the first element."""
 
     @_functools.wraps(fun)
     def value_and_grad_fn(*args, **kwargs):
-        return _kiln._value_and_grad_call(fun, argnums, True, args, kwargs)
+        return _kiln._value_and_grad_call(fun, argnums, argnames, True, args, kwargs)
 
     return value_and_grad_fn
 

@@ -297,6 +297,9 @@ void def_shapes(nb::module_& m) {
         return broadcast_to(A(a), to_shape(shape), S(s));
       },
       "a"_a, "shape"_a, nb::kw_only(), "stream"_a = nb::none());
+  m.def(
+      "stop_gradient", [](nb::handle a, nb::handle s) { return stop_gradient(A(a), S(s)); }, "a"_a,
+      nb::kw_only(), "stream"_a = nb::none());
   auto arrays_of = [](nb::handle seq) {
     std::vector<Array> v;
     for (nb::handle h : seq) v.push_back(A(h));

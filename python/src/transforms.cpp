@@ -12,70 +12,112 @@ namespace {
 
 using namespace nb::literals;
 
-std::vector<int> argnums_of(nb::handle argnums) {
-  if (argnums.is_none()) return {0};
+// MLX's rule: argnums None means argument 0 unless argnames names keyword arguments, then none.
+std::vector<int> argnums_of(nb::handle argnums, bool any_names) {
+  if (argnums.is_none()) return any_names ? std::vector<int>{} : std::vector<int>{0};
   if (nb::isinstance<nb::int_>(argnums)) return {nb::cast<int>(argnums)};
   std::vector<int> out;
   for (nb::handle h : argnums) out.push_back(nb::cast<int>(h));
-  if (out.empty()) throw nb::value_error("grad: argnums is empty");
   return out;
 }
 
-// The differentiated arguments of one call, flattened, and how to put new arrays back.
+std::vector<std::string> argnames_of(nb::handle argnames) {
+  if (argnames.is_none()) return {};
+  if (nb::isinstance<nb::str>(argnames)) return {nb::cast<std::string>(argnames)};
+  std::vector<std::string> out;
+  for (nb::handle h : argnames) out.push_back(nb::cast<std::string>(h));
+  return out;
+}
+
+// The differentiated arguments of one call (positional ones, then keyword ones), flattened,
+// and how to put new arrays back.
 struct DiffArgs {
   nb::list args;
+  nb::dict kwargs;
   std::vector<int> nums;
-  std::vector<Flat> flats;  // one per differentiated argument
+  std::vector<std::string> names;
+  std::vector<Flat> flats;  // one per differentiated argument: nums, then names
   std::vector<Array> all;   // every differentiated array, in order
 
-  DiffArgs(const nb::args& a, const std::vector<int>& argnums) : args(a), nums(argnums) {
-    for (int n : nums) {
-      if (n < 0 || n >= static_cast<int>(args.size()))
-        throw nb::value_error(("grad: argnums has " + std::to_string(n) + " but the function got " +
-                               std::to_string(args.size()) + " positional arguments")
-                                  .c_str());
-      Flat f = flatten(args[n], Leaves::Arrays, ("argument " + std::to_string(n)).c_str());
-      all.insert(all.end(), f.arrays.begin(), f.arrays.end());
-      flats.push_back(std::move(f));
-    }
-  }
-  // The positional arguments with the differentiated ones rebuilt from `flat`.
-  nb::tuple with(const std::vector<Array>& flat) const {
-    nb::list out = nb::list(args);
-    size_t at = 0;
+  DiffArgs(const nb::args& a, const nb::kwargs& kw, std::vector<int> argnums,
+           std::vector<std::string> argnames)
+      : args(a), kwargs(nb::dict(kw)), nums(std::move(argnums)), names(std::move(argnames)) {
+    if (nums.empty() && names.empty())
+      throw Error("grad: argnums and argnames are both empty; name at least one argument");
     for (size_t k = 0; k < nums.size(); ++k) {
-      size_t n = flats[k].arrays.size();
-      std::vector<Array> part(flat.begin() + static_cast<long>(at),
-                              flat.begin() + static_cast<long>(at + n));
-      out[nums[k]] = unflatten(flats[k].structure, part);
-      at += n;
+      int n = nums[k];
+      if (n < 0 || n >= static_cast<int>(args.size()))
+        throw Error("grad: argnums has " + std::to_string(n) + " but the function got " +
+                    std::to_string(args.size()) + " positional arguments");
+      for (size_t m = 0; m < k; ++m)
+        if (nums[m] == n) throw Error("grad: argument " + std::to_string(n) + " is named twice");
+      add(args[n], "argument " + std::to_string(n));
     }
-    return nb::tuple(out);
+    for (const std::string& name : names) {
+      if (!kwargs.contains(name.c_str()))
+        throw Error("grad: argnames has '" + name + "' but the function got no keyword argument " +
+                    "of that name (it got " + nb::cast<std::string>(nb::repr(kwargs.keys())) + ")");
+      add(kwargs[name.c_str()], "keyword argument '" + name + "'");
+    }
   }
-  // The gradient in the shape of the arguments: one tree, or a tuple of them.
-  nb::object grads(const std::vector<Array>& g, bool single) const {
-    nb::list per;
+  void add(nb::handle tree, const std::string& what) {
+    Flat f = flatten(tree, Leaves::Arrays, what.c_str());
+    all.insert(all.end(), f.arrays.begin(), f.arrays.end());
+    flats.push_back(std::move(f));
+  }
+  // The differentiated arguments, part k of `flat`, rebuilt in the shape they came in.
+  std::vector<nb::object> parts(const std::vector<Array>& flat) const {
+    std::vector<nb::object> out;
     size_t at = 0;
     for (const Flat& f : flats) {
-      std::vector<Array> part(g.begin() + static_cast<long>(at),
-                              g.begin() + static_cast<long>(at + f.arrays.size()));
-      per.append(unflatten(f.structure, part));
+      auto from = flat.begin() + static_cast<long>(at);
+      out.push_back(unflatten(f.structure,
+                              std::vector<Array>(from, from + static_cast<long>(f.arrays.size()))));
       at += f.arrays.size();
     }
-    return single ? per[0] : nb::object(nb::tuple(per));
+    return out;
+  }
+  // Calls fun with the differentiated arguments replaced by `flat`.
+  nb::object call(nb::handle fun, const std::vector<Array>& flat) const {
+    std::vector<nb::object> p = parts(flat);
+    nb::list a = nb::list(args);
+    nb::dict kw = nb::dict(kwargs);
+    for (size_t k = 0; k < nums.size(); ++k) a[nums[k]] = p[k];
+    for (size_t k = 0; k < names.size(); ++k) kw[names[k].c_str()] = p[nums.size() + k];
+    return fun(*nb::tuple(a), **kw);
+  }
+  // MLX's result: the positional gradients (one tree for one argument, a tuple for several,
+  // None for none), paired with a dict of the keyword ones when argnames was given.
+  nb::object grads(const std::vector<Array>& g) const {
+    std::vector<nb::object> p = parts(g);
+    nb::object positional = nb::none();
+    if (nums.size() == 1) {
+      positional = p[0];
+    } else if (nums.size() > 1) {
+      nb::list l;
+      for (size_t k = 0; k < nums.size(); ++k) l.append(p[k]);
+      positional = nb::tuple(l);
+    }
+    if (names.empty()) return positional;
+    nb::dict named;
+    for (size_t k = 0; k < names.size(); ++k) named[names[k].c_str()] = p[nums.size() + k];
+    return nb::make_tuple(positional, named);
   }
 };
 
-nb::object value_and_grad_call(nb::object fun, nb::handle argnums, nb::args args, nb::kwargs kwargs,
-                               bool want_value) {
-  DiffArgs d(args, argnums_of(argnums));
+nb::object value_and_grad_call(nb::object fun, nb::handle argnums, nb::handle argnames,
+                               nb::args args, nb::kwargs kwargs, bool want_value) {
+  std::vector<std::string> names = argnames_of(argnames);
+  std::vector<int> nums = argnums_of(argnums, !names.empty());
+  DiffArgs d(args, kwargs, std::move(nums), std::move(names));
   nb::object out_structure;
   Fn f = [&](const std::vector<Array>& flat) {
-    nb::object r = fun(*d.with(flat), **kwargs);
+    nb::object r = d.call(fun, flat);
     if (!nb::isinstance<Array>(r) && !nb::isinstance<nb::tuple>(r) && !nb::isinstance<nb::list>(r))
-      throw nb::type_error(
-          "grad: the function must return an array, or a tuple whose first "
-          "element is the (scalar) array to differentiate");
+      // A ValueError (kiln.Error), as MLX raises: the value returned is wrong, not its caller.
+      throw Error(std::string("grad: the function returned a ") + nb::type_name(r.type()).c_str() +
+                  "; it must return an array, or a tuple whose first element is the (scalar) "
+                  "array to differentiate");
     Flat o = flatten(r, Leaves::Arrays, "the function's result");
     out_structure = o.structure;
     return o.arrays;
@@ -83,8 +125,7 @@ nb::object value_and_grad_call(nb::object fun, nb::handle argnums, nb::args args
   std::vector<int> all(d.all.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
   auto [values, grads] = value_and_grad(f, all)(d.all);
-  bool single = argnums.is_none() || nb::isinstance<nb::int_>(argnums);
-  nb::object g = d.grads(grads, single);
+  nb::object g = d.grads(grads);
   if (!want_value) return g;
   return nb::make_tuple(unflatten(out_structure, values), g);
 }
@@ -182,11 +223,12 @@ void init_transforms(nb::module_& m) {
   // function holding `fun` would keep such a cycle alive forever.
   m.def(
       "_value_and_grad_call",
-      [](nb::object fun, nb::object argnums, bool want_value, nb::tuple args, nb::dict kwargs) {
-        return value_and_grad_call(fun, argnums, nb::borrow<nb::args>(args),
+      [](nb::object fun, nb::object argnums, nb::object argnames, bool want_value, nb::tuple args,
+         nb::dict kwargs) {
+        return value_and_grad_call(fun, argnums, argnames, nb::borrow<nb::args>(args),
                                    nb::borrow<nb::kwargs>(kwargs), want_value);
       },
-      "fun"_a, "argnums"_a.none(), "want_value"_a, "args"_a, "kwargs"_a);
+      "fun"_a, "argnums"_a.none(), "argnames"_a.none(), "want_value"_a, "args"_a, "kwargs"_a);
   m.def(
       "vjp",
       [](nb::object fun, nb::handle primals, nb::handle cotangents) {

@@ -1,5 +1,6 @@
 """grad, value_and_grad, vjp, jvp and vmap over pytrees, composed with compile."""
 import numpy as np
+import pytest
 
 import kiln as mx
 
@@ -89,3 +90,33 @@ def test_vmap_axes_must_be_ints_or_none_one_per_argument():
         mx.vmap(mx.exp, out_axes="hello")(mx.ones(2))
     with pytest.raises(mx.Error, match="in_axes has 1 entries but the function got 2"):
         mx.vmap(lambda a, b: a + b, in_axes=(0,))(mx.ones(2), mx.ones(2))
+
+
+def test_argnames_differentiate_keyword_arguments_as_mlx():
+    def f(x, y, *, w, b=None):
+        return mx.sum(x * w + y)
+
+    x, y, w = mx.array([1.0, 2.0]), mx.array([3.0, 4.0]), mx.array([5.0, 6.0])
+    # argnames alone: no positional gradient (None), the keyword ones in a dict.
+    pos, named = mx.grad(f, argnames="w")(x, y, w=w)
+    assert pos is None and list(named) == ["w"] and named["w"].tolist() == [1.0, 2.0]
+    # argnums and argnames together; a one-element argnums gives one tree, as in MLX.
+    (v, (gx, named)) = mx.value_and_grad(f, argnums=[0], argnames=["w"])(x, y, w=w)
+    assert v.item() == 5 + 12 + 7 and gx.tolist() == [5.0, 6.0]
+    assert named["w"].tolist() == [1.0, 2.0]
+    with pytest.raises(mx.Error, match="no keyword argument of that name"):
+        mx.grad(f, argnames="v")(x, y, w=w)
+    with pytest.raises(mx.Error, match="both empty"):
+        mx.grad(f, argnums=[])(x, y, w=w)
+    with pytest.raises(mx.Error, match="named twice"):
+        mx.grad(f, argnums=[0, 0])(x, y, w=w)
+
+
+def test_stop_gradient_and_captured_arguments():
+    a = mx.array([1.0, 2.0])
+    # The argument is differentiated, not the captured array that happens to be the same.
+    assert mx.grad(lambda x: mx.sum(a + x))(a).tolist() == [1.0, 1.0]
+    g = mx.grad(lambda x: mx.sum(x * mx.stop_gradient(x)))(a)
+    assert g.tolist() == [1.0, 2.0]
+    assert mx.compile(mx.grad(lambda x: mx.sum(x * mx.stop_gradient(x))))(a).tolist() == [1.0, 2.0]
+    assert mx.stop_gradient(a).tolist() == [1.0, 2.0]

@@ -52,11 +52,12 @@ Batched transpose_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64
 }
 
 std::vector<MaybeArray> broadcast_vjp(const ArrayNode& n, const Array&, const Array& ct) {
+  if (n.params.stop_gradient) return {std::nullopt};
   return {no_derivative_or(n, rule::unbroadcast(ct, n.inputs[0].shape()))};
 }
 
 MaybeArray broadcast_jvp(const ArrayNode& n, const Array&, const std::vector<MaybeArray>& t) {
-  if (!t[0]) return std::nullopt;
+  if (!t[0] || n.params.stop_gradient) return std::nullopt;
   return no_derivative_or(n, broadcast_to(*t[0], n.shape));
 }
 
