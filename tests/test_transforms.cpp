@@ -330,7 +330,7 @@ TEST(Transforms, GradientsThroughTransposedMatmulOperandsMatchUnderCompile) {
     return std::vector<Array>{sum(matmul(in[0], swapaxes(in[1], -1, -2)) * c)};
   };
   // d/dx = c w, d/dw = sum over the batch of c^T x.
-  Array want_x = matmul(c, w), want_w = sum(matmul(swapaxes(c, -1, -2), x), {0});
+  Array want_x = matmul(c, w), want_w = sum(matmul(swapaxes(c, -1, -2), x), 0);
   Fn g = grad(f, {0, 1});
   CompiledFunction cg = compile(g);
   for (const std::vector<Array>& got : {g({x, w}), cg({x, w})}) {
