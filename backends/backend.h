@@ -132,6 +132,10 @@ class Backend {
   // thread-safe: the executor compiles a plan's kernels concurrently. The kernel's code lives
   // at least as long as the returned handle, whatever the backend's cache evicts.
   virtual std::shared_ptr<const CompiledKernel> compile(int device, const Kernel& k) = 0;
+  // Whether compile() takes row kernels (kernel_ir.h, invariant 6). A backend that does not
+  // gets each pass compiled as a kernel of its own, enqueued one after another on its queue
+  // (backends/row_passes.h).
+  virtual bool runs_row_kernels() const { return false; }
   virtual std::unique_ptr<Queue> create_queue(int device) = 0;
 };
 

@@ -32,6 +32,41 @@ struct Hasher {
   }
 };
 
+void hash_pass(Hasher& h, const std::vector<Value>& body, const std::optional<Reduction>& reduce,
+               const std::vector<Store>& stores) {
+  h.pod(body.size());
+  for (const Value& v : body) {
+    h.pod(v.kind);
+    h.pod(v.dtype.kind);
+    h.pod(v.a);
+    h.pod(v.b);
+    h.pod(v.c);
+    h.pod(v.buffer);
+    if (v.kind == ValueKind::Index) h.map(v.map);
+    h.pod(v.param);
+    if (v.kind == ValueKind::Constant && v.param < 0) {
+      h.pod(v.constant.dtype.kind);
+      h.pod(v.constant.f);
+      h.pod(v.constant.i);
+    }
+    h.pod(v.unary);
+    h.pod(v.binary);
+    h.pod(v.dist);
+    if (v.param < 0) h.pod(v.key);
+  }
+  h.pod(reduce.has_value());
+  if (reduce) {
+    h.pod(reduce->op);
+    h.pod(reduce->naxes);
+    h.pod(reduce->value);
+  }
+  h.pod(stores.size());
+  for (const Store& s : stores) {
+    h.pod(s.buffer);
+    h.pod(s.value);
+  }
+}
+
 std::string dim_str(const Dim& d) {
   // append(), not "p" + std::to_string(): GCC 12 gives a false -Wrestrict there (GCC bug 105329)
   return d.is_runtime() ? std::string("p").append(std::to_string(d.param))
@@ -81,11 +116,37 @@ int Kernel::num_params() const {
   };
   for (const Dim& d : domain) see(d.param);
   for (const KernelBuffer& b : buffers) see_map(b.map);
-  for (const Value& v : body) {
-    if (v.kind == ValueKind::Index) see_map(v.map);
-    see(v.param);
-  }
+  auto see_body = [&](const std::vector<Value>& values) {
+    for (const Value& v : values) {
+      if (v.kind == ValueKind::Index) see_map(v.map);
+      see(v.param);
+    }
+  };
+  see_body(body);
+  for (const Pass& p : passes) see_body(p.body);
   return n;
+}
+
+int Kernel::row_axes() const {
+  for (const Pass& p : passes)
+    if (p.reduce) return p.reduce->naxes;
+  return 0;
+}
+
+Kernel Kernel::pass_kernel(size_t i) const {
+  const Pass& p = passes.at(i);
+  Kernel k;
+  k.name = name;
+  k.domain = domain;
+  k.buffers = buffers;
+  for (KernelBuffer& b : k.buffers) b.output = false;
+  for (const Store& s : p.stores)
+    if (s.buffer >= 0 && s.buffer < static_cast<int>(k.buffers.size()))
+      k.buffers[s.buffer].output = true;
+  k.body = p.body;
+  k.reduce = p.reduce;
+  k.stores = p.stores;
+  return k;
 }
 
 uint64_t Kernel::hash() const {
@@ -98,41 +159,15 @@ uint64_t Kernel::hash() const {
     h.pod(b.output);
     h.map(b.map);
   }
-  h.pod(body.size());
-  for (const Value& v : body) {
-    h.pod(v.kind);
-    h.pod(v.dtype.kind);
-    h.pod(v.a);
-    h.pod(v.b);
-    h.pod(v.c);
-    h.pod(v.buffer);
-    if (v.kind == ValueKind::Index) h.map(v.map);
-    h.pod(v.param);
-    if (v.kind == ValueKind::Constant && v.param < 0) {
-      h.pod(v.constant.dtype.kind);
-      h.pod(v.constant.f);
-      h.pod(v.constant.i);
-    }
-    h.pod(v.unary);
-    h.pod(v.binary);
-    h.pod(v.dist);
-    if (v.param < 0) h.pod(v.key);
-  }
-  h.pod(reduce.has_value());
-  if (reduce) {
-    h.pod(reduce->op);
-    h.pod(reduce->naxes);
-    h.pod(reduce->value);
-  }
-  h.pod(stores.size());
-  for (const Store& s : stores) {
-    h.pod(s.buffer);
-    h.pod(s.value);
-  }
+  hash_pass(h, body, reduce, stores);
   h.pod(in_place.size());
   for (const auto& [in, out] : in_place) {
     h.pod(in);
     h.pod(out);
+  }
+  if (!passes.empty()) {  // so every other kernel keeps the hash (and disk-cache key) it had
+    h.pod(passes.size());
+    for (const Pass& p : passes) hash_pass(h, p.body, p.reduce, p.stores);
   }
   return h.h;
 }
@@ -141,6 +176,7 @@ void Kernel::validate() const {
   auto fail = [&](const std::string& why) {
     throw_error("invalid kernel ", name, ": ", why, "\n", str());
   };
+  if (is_rows()) return validate_rows();
   for (const auto& [in, out] : in_place) {
     int nb = static_cast<int>(buffers.size());
     if (reduce || in < 0 || out < 0 || in >= nb || out >= nb || buffers[in].output ||
@@ -224,6 +260,42 @@ void Kernel::validate() const {
   if (num_params() == 0) check_outputs_written_once({});
 }
 
+void Kernel::validate_rows() const {
+  auto fail = [&](const std::string& why) {
+    throw_error("invalid row kernel ", name, ": ", why, "\n", str());
+  };
+  if (!body.empty() || reduce || !stores.empty() || !in_place.empty())
+    fail("a row kernel has a body, reduction or stores outside its passes");
+  int naxes = row_axes();
+  std::vector<int> stored_by(buffers.size(), -1);
+  for (size_t i = 0; i < passes.size(); ++i) {
+    const Pass& p = passes[i];
+    if (p.reduce && p.reduce->naxes != naxes) fail("passes reduce different axes");
+    for (const Store& s : p.stores)
+      if (s.buffer >= 0 && s.buffer < static_cast<int>(buffers.size())) {
+        if (stored_by[s.buffer] >= 0)
+          fail(std::string("b").append(std::to_string(s.buffer)).append(" is stored twice"));
+        stored_by[s.buffer] = static_cast<int>(i);
+      }
+  }
+  for (size_t b = 0; b < buffers.size(); ++b)
+    if (buffers[b].output != (stored_by[b] >= 0))
+      fail(std::string("b")
+               .append(std::to_string(b))
+               .append(" is not an output exactly when a pass stores it"));
+  for (size_t i = 0; i < passes.size(); ++i) {
+    for (const Value& v : passes[i].body)
+      if (v.kind == ValueKind::Load && v.buffer >= 0 &&
+          v.buffer < static_cast<int>(buffers.size()) && stored_by[v.buffer] >= static_cast<int>(i))
+        fail(std::string("pass ")
+                 .append(std::to_string(i))
+                 .append(" loads b")
+                 .append(std::to_string(v.buffer))
+                 .append(" before a pass stores it"));
+    pass_kernel(i).validate();
+  }
+}
+
 namespace {
 
 // The smallest and largest element an affine map reaches over the domain (extents > 0).
@@ -276,6 +348,11 @@ void Kernel::validate_launch(const std::vector<int64_t>& params,
   auto fail = [&](const std::string& why) {
     throw_error("invalid launch of kernel ", name, ": ", why, "\n", str());
   };
+  if (is_rows()) {  // each pass as its own kernel; nothing is donated to a row kernel
+    if (!donated.empty()) fail("an input shares memory with an output of a row kernel");
+    for (size_t i = 0; i < passes.size(); ++i) pass_kernel(i).validate_launch(params, elements);
+    return;
+  }
   if (static_cast<int>(params.size()) < num_params())
     fail("needs " + std::to_string(num_params()) + " params, got " + std::to_string(params.size()));
   if (elements.size() != buffers.size())
@@ -316,16 +393,10 @@ std::string Kernel::canonical() const {
   return s.substr(s.find(" domain("));  // "kernel <name>" is the only part that is not structure
 }
 
-std::string Kernel::str() const {
-  std::ostringstream os;
-  os << "kernel " << name << " domain(";
-  for (size_t i = 0; i < domain.size(); ++i) os << (i ? "," : "") << dim_str(domain[i]);
-  os << ")";
-  if (reduce) os << " reduce " << op_name(reduce->op) << " over last " << reduce->naxes;
-  os << "\n";
-  for (size_t i = 0; i < buffers.size(); ++i)
-    os << "  b" << i << ": " << (buffers[i].output ? "out " : "in ") << buffers[i].dtype << " "
-       << map_str(buffers[i].map) << "\n";
+namespace {
+
+void write_pass(std::ostringstream& os, const std::vector<Value>& body,
+                const std::vector<Store>& stores) {
   for (size_t i = 0; i < body.size(); ++i) {
     const Value& v = body[i];
     os << "  v" << i << ": " << v.dtype << " = ";
@@ -357,7 +428,29 @@ std::string Kernel::str() const {
     os << "\n";
   }
   for (const Store& s : stores) os << "  store b" << s.buffer << " <- v" << s.value << "\n";
+}
+
+}  // namespace
+
+std::string Kernel::str() const {
+  std::ostringstream os;
+  os << "kernel " << name << " domain(";
+  for (size_t i = 0; i < domain.size(); ++i) os << (i ? "," : "") << dim_str(domain[i]);
+  os << ")";
+  if (reduce) os << " reduce " << op_name(reduce->op) << " over last " << reduce->naxes;
+  if (is_rows()) os << " rows " << passes.size();
+  os << "\n";
+  for (size_t i = 0; i < buffers.size(); ++i)
+    os << "  b" << i << ": " << (buffers[i].output ? "out " : "in ") << buffers[i].dtype << " "
+       << map_str(buffers[i].map) << "\n";
+  write_pass(os, body, stores);
   for (const auto& [in, out] : in_place) os << "  in place b" << out << " = b" << in << "\n";
+  for (const Pass& p : passes) {
+    os << "  pass";
+    if (p.reduce) os << " reduce " << op_name(p.reduce->op) << " over last " << p.reduce->naxes;
+    os << "\n";
+    write_pass(os, p.body, p.stores);
+  }
   return os.str();
 }
 

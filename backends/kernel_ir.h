@@ -18,7 +18,15 @@
 //  5. Stores write each output element exactly once: with a reduction, output maps have stride 0
 //     on the reduced axes and are written after the reduction completes. A buffer that is both
 //     read and written is read only at the element being written, before the write.
-//  6. hash() covers structure, never values: everything except `name`, the values of launch
+//  6. A row kernel (`passes` non-empty; its own body, reduce, stores and in_place empty) is a
+//     sequence of passes over one domain and one buffer list. Pass i alone (pass_kernel(i)) is a
+//     valid kernel whose outputs are the buffers it stores; the passes that reduce all reduce
+//     the same trailing axes, and a buffer a pass stores is loaded only by later passes, at
+//     the map it was stored through (so a row's later passes read what its earlier ones wrote
+//     for that row). Running the passes one after another is its meaning; a backend may
+//     instead walk the rows once and run every pass per row (softmax: max, sum of exp, the
+//     scaled exp, with the row in cache).
+//  7. hash() covers structure, never values: everything except `name`, the values of launch
 //     scalars and random keys read from params. Kernels that differ only in those share a binary.
 //
 // Values are launch arguments, not code. A Constant or a Random key with `param >= 0` is read
@@ -111,6 +119,14 @@ struct Store {
   int value;
 };
 
+// One pass of a row kernel (invariant 6): a body, its optional reduction and its stores, over
+// the kernel's domain and buffers.
+struct Pass {
+  std::vector<Value> body;
+  std::optional<Reduction> reduce;
+  std::vector<Store> stores;
+};
+
 struct Kernel {
   std::string name;
   std::vector<Dim> domain;
@@ -123,6 +139,8 @@ struct Kernel {
   // walk that reads and writes such a pair through one pointer, taken when the launch binds
   // them to the same memory (its vectoriser's alias checks would fail on equal pointers).
   std::vector<std::pair<int, int>> in_place;
+  // Non-empty: a row kernel (invariant 6); body, reduce, stores and in_place are then empty.
+  std::vector<Pass> passes;
 
   uint64_t hash() const;
   // Throws kiln::Error describing the first broken invariant (a bug in whoever built it).
@@ -144,8 +162,15 @@ struct Kernel {
   int num_params() const;
   int ndim() const { return static_cast<int>(domain.size()); }
   int kept_axes() const { return ndim() - (reduce ? reduce->naxes : 0); }
+  bool is_rows() const { return !passes.empty(); }
+  // A row kernel's row axes: the trailing axes its reducing passes reduce (0 without any).
+  int row_axes() const;
+  // Pass i of a row kernel as a kernel of its own: the same name, domain and buffers, the
+  // buffers it stores as outputs and every other buffer as an input.
+  Kernel pass_kernel(size_t i) const;
 
  private:
+  void validate_rows() const;
   void check_outputs_written_once(const std::vector<int64_t>& params) const;
 };
 

@@ -116,6 +116,38 @@ Value read_value(TextReader& r) {
   return v;
 }
 
+// "OP over last N" after " reduce ".
+Reduction read_reduction(TextReader& r, size_t rank) {
+  Reduction red;
+  red.op = enum_named<ReduceOp>(r, r.word(), kReduceOps, "reduction");
+  r.expect(" over last ");
+  int64_t n = r.integer();
+  if (n < 0 || n > static_cast<int64_t>(rank)) r.fail("at most the domain's rank");
+  red.naxes = static_cast<int>(n);
+  return red;
+}
+
+// The values and stores of a kernel or of one pass of a row kernel.
+void read_pass(TextReader& r, std::vector<Value>& body, std::optional<Reduction>& reduce,
+               std::vector<Store>& stores) {
+  for (size_t i = 0; r.accept("  v"); ++i) {
+    if (r.integer() != static_cast<int64_t>(i)) r.fail("values numbered in order");
+    r.expect(": ");
+    body.push_back(read_value(r));
+    if (body.back().kind == ValueKind::Reduce && reduce) reduce->value = static_cast<int>(i);
+    r.next_line();
+  }
+  while (r.accept("  store ")) {
+    Store s;
+    s.buffer = read_ref(r, "b");
+    r.expect(" <- ");
+    s.value = read_ref(r, "v");
+    r.expect_end_of_line();
+    stores.push_back(s);
+    r.next_line();
+  }
+}
+
 }  // namespace
 
 Kernel read_kernel(TextReader& r) {
@@ -128,14 +160,12 @@ Kernel read_kernel(TextReader& r) {
     while (r.accept(","));
     r.expect(")");
   }
-  if (r.accept(" reduce ")) {
-    Reduction red;
-    red.op = enum_named<ReduceOp>(r, r.word(), kReduceOps, "reduction");
-    r.expect(" over last ");
+  if (r.accept(" reduce ")) k.reduce = read_reduction(r, k.domain.size());
+  size_t npasses = 0;
+  if (r.accept(" rows ")) {
     int64_t n = r.integer();
-    if (n < 0 || n > static_cast<int64_t>(k.domain.size())) r.fail("at most the domain's rank");
-    red.naxes = static_cast<int>(n);
-    k.reduce = red;
+    if (n < 1 || n > 64) r.fail("a row kernel of 1 to 64 passes");
+    npasses = static_cast<size_t>(n);
   }
   r.expect_end_of_line();
   r.next_line();
@@ -152,21 +182,15 @@ Kernel read_kernel(TextReader& r) {
     k.buffers.push_back(b);
     r.next_line();
   }
-  for (size_t i = 0; r.accept("  v"); ++i) {
-    if (r.integer() != static_cast<int64_t>(i)) r.fail("values numbered in order");
-    r.expect(": ");
-    k.body.push_back(read_value(r));
-    if (k.body.back().kind == ValueKind::Reduce && k.reduce) k.reduce->value = static_cast<int>(i);
-    r.next_line();
-  }
-  while (r.accept("  store ")) {
-    Store s;
-    s.buffer = read_ref(r, "b");
-    r.expect(" <- ");
-    s.value = read_ref(r, "v");
+  read_pass(r, k.body, k.reduce, k.stores);
+  for (size_t p = 0; p < npasses; ++p) {
+    Pass pass;
+    r.expect("  pass");
+    if (r.accept(" reduce ")) pass.reduce = read_reduction(r, k.domain.size());
     r.expect_end_of_line();
-    k.stores.push_back(s);
     r.next_line();
+    read_pass(r, pass.body, pass.reduce, pass.stores);
+    k.passes.push_back(std::move(pass));
   }
   try {
     k.validate();

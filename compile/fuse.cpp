@@ -4,6 +4,7 @@
 
 #include "compile/eager_kernels.h"
 #include "compile/kernel_emit.h"
+#include "compile/row_fusion.h"
 
 namespace kiln {
 
@@ -90,7 +91,10 @@ std::vector<FusedStep> fuse(const std::vector<Array>& order, const std::vector<A
     }
   }
   // Without fusion every step is one node, already in the graph's order.
-  return options.fuse ? order_steps(std::move(steps)) : steps;
+  if (!options.fuse) return steps;
+  if (!options.runtime_dims)
+    steps = fuse_rows(std::move(steps), is_leaf, same_lane, options.max_buffers);
+  return order_steps(std::move(steps));
 }
 
 }  // namespace kiln

@@ -60,7 +60,7 @@ void Plan::plan_donations(int first, int end) {
   std::vector<Donation> candidates;
   for (int t = 0; t < n; ++t) {
     const Task& w = tasks_[t];
-    if (w.kind != TaskKind::Kernel || w.kernel->reduce) continue;
+    if (w.kind != TaskKind::Kernel || w.kernel->reduce || w.kernel->is_rows()) continue;
     for (size_t o = 0; o < w.slots.size(); ++o) {
       int out = w.slots[o];
       const Slot& os = slots_[out];

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "backends/registry.h"
+#include "backends/row_passes.h"
 #include "distributed/engine.h"
 #include "executor/cancel.h"
 #include "executor/inline_policy.h"
@@ -153,7 +154,14 @@ EventPtr start_task(CallState& st, int t) {
         KernelArgs& args = *lease.args;
         for (int s : task.slots) args.buffers.push_back(st.buffers[s].get());
         args.params.assign(task.params.begin(), task.params.end());
-        return st.lanes[task.lane]->queue->enqueue_kernel(*(*st.task_kernels)[t], args);
+        Queue& q = *st.lanes[task.lane]->queue;
+        const CompiledKernel& ck = *(*st.task_kernels)[t];
+        if (task.kernel->is_rows())
+          if (const PassKernels* p = as_passes(ck))
+            return enqueue_passes(*p, args, [&](const CompiledKernel& c, const KernelArgs& a) {
+              return q.enqueue_kernel(c, a);
+            });
+        return q.enqueue_kernel(ck, args);
       }
       case TaskKind::Copy: {
         if (st.aliased_copy[t]) return nullptr;
@@ -378,7 +386,14 @@ void compile_kernels(const Plan& plan, const std::vector<Lane*>& lanes, PlanRunt
     const Task& task = plan.tasks()[t];
     Lane& lane = *lanes[task.lane];
     try {
-      auto compile = [&] { return lane.backend->compile(lane.stream.device.index, *task.kernel); };
+      auto compile = [&]() -> std::shared_ptr<const CompiledKernel> {
+        Backend& be = *lane.backend;
+        int device = lane.stream.device.index;
+        if (task.kernel->is_rows() && !be.runs_row_kernels())  // each pass on its own
+          return compile_passes(*task.kernel,
+                                [&](const Kernel& k) { return be.compile(device, k); });
+        return be.compile(device, *task.kernel);
+      };
       (*compiled[t])[t] =
           task.binaries ? task.binaries->get(lane.stream.device, compile) : compile();
     } catch (...) {

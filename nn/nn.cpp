@@ -92,6 +92,34 @@ Array softmax(const Array& x, int axis) { return kiln::softmax(x, axis); }
 Array log_softmax(const Array& x, int axis) { return x - logsumexp(x, axis, true); }
 
 namespace {
+// weight / bias of a normalisation over x's last axis: one value per element of that axis.
+void check_affine(const char* op, const char* what, const Array& x, const std::optional<Array>& p) {
+  if (x.ndim() == 0)
+    throw_error("nn::", op,
+                ": x is 0-d; it normalises over the last axis, so give x at least 1 axis");
+  if (p && p->shape() != Shape{x.shape().back()})
+    throw_error("nn::", op, ": ", what, " of shape ", p->shape(), " for x of shape ", x.shape(),
+                "; give ", what, " of shape (", x.shape().back(), ")");
+}
+}  // namespace
+
+Array layer_norm(const Array& x, const std::optional<Array>& weight,
+                 const std::optional<Array>& bias, double eps) {
+  check_affine("layer_norm", "weight", x, weight);
+  check_affine("layer_norm", "bias", x, bias);
+  Array xc = x - mean(x, -1, true);
+  Array y = xc * rsqrt(mean(xc * xc, -1, true) + eps);
+  if (weight) y = y * *weight;
+  return bias ? y + *bias : y;
+}
+
+Array rms_norm(const Array& x, const std::optional<Array>& weight, double eps) {
+  check_affine("rms_norm", "weight", x, weight);
+  Array y = x * rsqrt(mean(x * x, -1, true) + eps);
+  return weight ? y * *weight : y;
+}
+
+namespace {
 void same_shape(const char* loss, const Array& a, const Array& b) {
   if (a.shape() != b.shape())
     throw_error("nn::", loss, ": predictions of shape ", a.shape(), " and targets of shape ",

@@ -75,6 +75,13 @@ Array gelu(const Array& x);  // exact: x/2 (1 + erf(x / sqrt 2))
 Array sigmoid(const Array& x);
 Array softmax(const Array& x, int axis = -1);
 Array log_softmax(const Array& x, int axis = -1);
+// Normalisation over the last axis, as PyTorch's LayerNorm and RMSNorm: layer_norm is
+// (x - mean) / sqrt(var + eps) * weight + bias (var without Bessel's correction), rms_norm is
+// x / sqrt(mean(x^2) + eps) * weight. weight and bias have the last axis's length; without
+// them the scale is 1 and the shift 0. Compiled, each is one row kernel (docs/performance.md).
+Array layer_norm(const Array& x, const std::optional<Array>& weight = {},
+                 const std::optional<Array>& bias = {}, double eps = 1e-5);
+Array rms_norm(const Array& x, const std::optional<Array>& weight = {}, double eps = 1e-6);
 
 // Losses, averaged over every element (mean reduction).
 Array mse(const Array& predictions, const Array& targets);

@@ -61,6 +61,14 @@ std::vector<Case> cases() {
       {"softmax",
        [](const std::vector<Array>& in) { return std::vector<Array>{softmax(in[0], -1)}; },
        {{32, 64}}},
+      // softmax, log_softmax, layer_norm and rms_norm: one row kernel each (kernel_ir.h,
+      // invariant 6), its passes the kernels fusion made before.
+      {"log_softmax",
+       [](const std::vector<Array>& in) { return std::vector<Array>{nn::log_softmax(in[0])}; },
+       {{32, 64}}},
+      {"rms_norm",
+       [](const std::vector<Array>& in) { return std::vector<Array>{nn::rms_norm(in[0], in[1])}; },
+       {{32, 64}, {64}}},
       {"layer_norm",
        [](const std::vector<Array>& in) {
          Array mu = mean(in[0], -1, true);

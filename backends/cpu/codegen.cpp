@@ -27,15 +27,18 @@ class Codegen {
  public:
   Codegen(const Kernel& k, const std::string& symbol, const CodegenTarget& target,
           llvm::LLVMContext& ctx)
-      : k_(k), ctx_(ctx), mod_(std::make_unique<llvm::Module>("kiln_" + symbol, ctx)), b_(ctx) {
+      : k_(&k), ctx_(ctx), mod_(std::make_unique<llvm::Module>("kiln_" + symbol, ctx)), b_(ctx) {
     mod_->setTargetTriple(target.triple);
     make_function(symbol, target);
   }
 
   std::unique_ptr<llvm::Module> run() {
     load_arguments();
-    point_.assign(k_.ndim(), nullptr);
-    if (k_.in_place.empty())
+    point_.assign(k_->ndim(), nullptr);
+    for (size_t i = 0; i < k_->passes.size(); ++i) passes_.push_back(k_->pass_kernel(i));
+    row_kept_ = k_->ndim() - k_->row_axes();
+    if (!passes_.empty()) find_carried();
+    if (k_->in_place.empty())
       emit_walk();
     else
       emit_versions();
@@ -143,15 +146,15 @@ class Codegen {
     llvm::Value* params = &*args++;
     begin_ = &*args++;
     end_ = &*args++;
-    for (size_t i = 0; i < k_.buffers.size(); ++i) {
+    for (size_t i = 0; i < k_->buffers.size(); ++i) {
       llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getInt8PtrTy(), bufs, i);
       buf_ptrs_.push_back(b_.CreateLoad(b_.getInt8PtrTy(), slot));
     }
-    for (int p = 0; p < k_.num_params(); ++p) {
+    for (int p = 0; p < k_->num_params(); ++p) {
       llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), params, p);
       params_.push_back(b_.CreateLoad(b_.getInt64Ty(), slot));
     }
-    for (const Dim& d : k_.domain) extents_.push_back(dim(d));
+    for (const Dim& d : k_->domain) extents_.push_back(dim(d));
   }
 
   llvm::Value* dim(const Dim& d) { return d.is_runtime() ? params_[d.param] : i64(d.value); }
@@ -199,8 +202,12 @@ class Codegen {
     b_.SetInsertPoint(exit);
   }
 
+  // The kept axes the walk goes over: a row kernel's rows (also while one of its passes is
+  // being emitted), else the kernel's own.
+  int walk_kept() const { return passes_.empty() ? k_->kept_axes() : row_kept_; }
+
   void emit_walk() {
-    if (k_.kept_axes() == 0)
+    if (walk_kept() == 0)
       emit_single_point();
     else
       emit_rows();
@@ -211,7 +218,7 @@ class Codegen {
   // the vectoriser takes without runtime checks); otherwise the ordinary walk.
   void emit_versions() {
     llvm::Value* same = b_.getTrue();
-    for (const auto& [in, out] : k_.in_place)
+    for (const auto& [in, out] : k_->in_place)
       same = b_.CreateAnd(same, b_.CreateICmpEQ(buf_ptrs_[in], buf_ptrs_[out]));
     auto* one = llvm::BasicBlock::Create(ctx_, "in_place", fn_);
     auto* two = llvm::BasicBlock::Create(ctx_, "separate", fn_);
@@ -219,7 +226,7 @@ class Codegen {
     b_.CreateCondBr(same, one, two);
     b_.SetInsertPoint(one);
     std::vector<llvm::Value*> own = buf_ptrs_;
-    for (const auto& [in, out] : k_.in_place) buf_ptrs_[out] = buf_ptrs_[in];
+    for (const auto& [in, out] : k_->in_place) buf_ptrs_[out] = buf_ptrs_[in];
     emit_walk();
     b_.CreateBr(done);
     buf_ptrs_ = own;
@@ -232,7 +239,7 @@ class Codegen {
   // Walks [begin, end) of the flattened kept domain one row (a run of the innermost kept axis)
   // at a time: the multi-index is recomputed by division once per row, not per point.
   void emit_rows() {
-    int kept = k_.kept_axes();
+    int kept = walk_kept();
     llvm::AllocaInst* lin = entry_alloca(b_.getInt64Ty());
     b_.CreateStore(begin_, lin);
     auto* header = llvm::BasicBlock::Create(ctx_, "rows", fn_);
@@ -260,7 +267,7 @@ class Codegen {
     if (column_reduction()) {
       emit_tiled_row(j0, n);
     } else {
-      loop(j0, b_.CreateNSWAdd(j0, n), !k_.reduce, [&](llvm::Value* j) {
+      loop(j0, b_.CreateNSWAdd(j0, n), !k_->reduce && passes_.empty(), [&](llvm::Value* j) {
         point_[kept - 1] = j;
         emit_point();
       });
@@ -270,22 +277,196 @@ class Codegen {
     b_.SetInsertPoint(exit);
   }
 
-  // One kept point: the whole body, or reduction + epilogue; then the stores.
+  // One kept point: the whole body, or reduction + epilogue; then the stores. A row kernel's
+  // point is a row: every pass in turn, so the row is read from memory once and then from cache.
   void emit_point() {
-    vals_.assign(k_.body.size(), nullptr);
-    int n = static_cast<int>(k_.body.size());
-    if (k_.reduce) {
+    if (!passes_.empty()) return emit_row();
+    vals_.assign(k_->body.size(), nullptr);
+    int n = static_cast<int>(k_->body.size());
+    if (k_->reduce) {
       emit_reduction();
-      for (int i = k_.reduce->value + 1; i < n; ++i) vals_[i] = emit_value(i);
+      for (int i = k_->reduce->value + 1; i < n; ++i) vals_[i] = emit_value(i);
     } else {
       for (int i = 0; i < n; ++i) vals_[i] = emit_value(i);
     }
     emit_stores();
   }
 
+  void emit_row() {
+    const Kernel* row = k_;
+    for (const Kernel& pass : passes_) {
+      k_ = &pass;
+      cur_pass_ = static_cast<int>(&pass - passes_.data());
+      vals_.assign(pass.body.size(), nullptr);
+      hoist_row_values();
+      if (pass.reduce) {
+        emit_reduction();
+        for (int i = pass.reduce->value + 1; i < static_cast<int>(pass.body.size()); ++i)
+          vals_[i] = emit_value(i);
+        emit_stores();
+      } else {
+        emit_row_map();
+      }
+      hoisted_.clear();
+    }
+    k_ = row;
+  }
+
+  // ---- values carried from a reduction pass to the map pass ------------------------------
+  // A costly value the last reduction pass computes at each point and the map pass computes
+  // again (softmax's exp(x - max), summed, then divided) is kept in a row of scratch on the
+  // stack and read back instead of recomputed: the same instructions on the same inputs, so
+  // the same bits. Only when the scratch stays small (kCarryBytes).
+  struct Carried {
+    int from, to;  // value index in the reduction pass, in the map pass
+    llvm::Value* row = nullptr;
+  };
+  static constexpr int64_t kCarryBytes = int64_t{64} << 10;
+
+  static bool costly(const Value& v) {
+    if (v.kind != ValueKind::Unary) return false;
+    switch (v.unary) {
+      case UnaryOp::Exp:
+      case UnaryOp::Log:
+      case UnaryOp::Sin:
+      case UnaryOp::Cos:
+      case UnaryOp::Tanh:
+      case UnaryOp::Erf:
+      case UnaryOp::Sigmoid: return true;
+      default: return false;
+    }
+  }
+
+  // Whether value a of pass pa and value b of pass pb compute the same thing at a point.
+  bool same_value(const Kernel& pa, int a, const Kernel& pb, int b) const {
+    const Value &x = pa.body[a], &y = pb.body[b];
+    if (x.kind != y.kind || x.dtype != y.dtype) return false;
+    switch (x.kind) {
+      case ValueKind::Load: return x.buffer == y.buffer;
+      case ValueKind::Constant:
+        return x.param == y.param && (x.param >= 0 || x.constant == y.constant);
+      case ValueKind::Index: return x.map == y.map;
+      case ValueKind::Random:
+      case ValueKind::Reduce: return false;
+      default: break;
+    }
+    if (x.unary != y.unary || x.binary != y.binary) return false;
+    for (auto [oa, ob] : {std::pair{x.a, y.a}, {x.b, y.b}, {x.c, y.c}}) {
+      if ((oa < 0) != (ob < 0)) return false;
+      if (oa >= 0 && !same_value(pa, oa, pb, ob)) return false;
+    }
+    return true;
+  }
+
+  void find_carried() {
+    int m = static_cast<int>(passes_.size()) - 1, r = m - 1;
+    if (r < 0 || passes_[m].reduce || !passes_[r].reduce) return;
+    int64_t row = 1;
+    for (int a = row_kept_; a < k_->ndim(); ++a) row *= k_->domain[a].value;
+    const Kernel &R = passes_[r], &M = passes_[m];
+    int64_t bytes = 0;
+    for (int i = 0; i < static_cast<int>(M.body.size()); ++i) {
+      if (!costly(M.body[i])) continue;
+      for (int k = 0; k < R.reduce->value; ++k) {
+        if (!same_value(R, k, M, i)) continue;
+        bytes += row * static_cast<int64_t>(reg_bytes(M.body[i].dtype));
+        if (bytes > kCarryBytes) return;
+        carried_.push_back({k, i});
+        break;
+      }
+    }
+    carry_pass_ = r;
+    for (Carried& c : carried_) c.row = entry_alloca_n(reg_type(M.body[c.to].dtype), row);
+  }
+
+  int reg_bytes(Dtype d) { return static_cast<int>(reg_type(d)->getPrimitiveSizeInBits() / 8); }
+
+  llvm::AllocaInst* entry_alloca_n(Type* t, int64_t n) {
+    IRBuilder<> eb(entry_, entry_->begin());
+    llvm::AllocaInst* a = eb.CreateAlloca(t, i64(n));
+    a->setAlignment(llvm::Align(64));
+    return a;
+  }
+
+  // The point's place in its row (row-major over the row axes).
+  llvm::Value* place_in_row() {
+    llvm::Value* j = i64(0);
+    for (int a = row_kept_; a < k_->ndim(); ++a)
+      j = b_.CreateNSWAdd(b_.CreateNSWMul(j, extents_[a]), point_[a]);
+    return j;
+  }
+
+  // In the reduction pass: keep the carried values of this point.
+  void keep_carried() {
+    if (cur_pass_ != carry_pass_) return;
+    llvm::Value* j = place_in_row();
+    for (const Carried& c : carried_) {
+      Type* t = reg_type(k_->body[c.from].dtype);
+      b_.CreateStore(vals_[c.from], b_.CreateInBoundsGEP(t, c.row, j));
+    }
+  }
+
+  // In the map pass: the carried value of value i at this point, or null.
+  llvm::Value* carried_value(int i) {
+    if (cur_pass_ != carry_pass_ + 1) return nullptr;
+    for (const Carried& c : carried_)
+      if (c.to == i) {
+        Type* t = reg_type(k_->body[i].dtype);
+        return b_.CreateLoad(t, b_.CreateInBoundsGEP(t, c.row, place_in_row()));
+      }
+    return nullptr;
+  }
+
+  // A pass without a reduction: every value and store at each point of the row, the innermost
+  // axis the vectorised loop.
+  void emit_row_map() {
+    std::function<void(int)> nest = [&](int axis) {
+      if (axis == k_->ndim()) {
+        for (int i = 0; i < static_cast<int>(k_->body.size()); ++i) {
+          if (hoisted_[i]) continue;
+          llvm::Value* kept = carried_value(i);
+          vals_[i] = kept ? kept : emit_value(i);
+        }
+        emit_stores();
+        return;
+      }
+      loop(i64(0), extents_[axis], axis == k_->ndim() - 1, [&](llvm::Value* r) {
+        point_[axis] = r;
+        nest(axis + 1);
+      });
+    };
+    nest(walk_kept());
+  }
+
+  // Values of the pass that do not move along the row (loads of what an earlier pass stored
+  // for this row, launch scalars, what is computed from them) are emitted once, before the
+  // row's loops: the loops then carry no load the vectoriser would have to check for aliasing
+  // with the stores.
+  void hoist_row_values() {
+    int n = static_cast<int>(k_->body.size()), kept = walk_kept();
+    int end = k_->reduce ? k_->reduce->value : n;
+    hoisted_.assign(n, false);
+    for (int a = kept; a < k_->ndim(); ++a) point_[a] = i64(0);
+    for (int i = 0; i < end; ++i) {
+      const Value& v = k_->body[i];
+      bool fixed = true;
+      if (v.kind == ValueKind::Load || v.kind == ValueKind::Index) {
+        const IndexMap& m = v.kind == ValueKind::Load ? k_->buffers[v.buffer].map : v.map;
+        for (int a = kept; a < k_->ndim(); ++a) fixed = fixed && m.strides[a] == Dim::constant(0);
+      } else if (v.kind == ValueKind::Random) {
+        fixed = false;
+      }
+      for (int op : {v.a, v.b, v.c})
+        if (op >= 0) fixed = fixed && hoisted_[op];
+      if (!fixed) continue;
+      hoisted_[i] = true;
+      vals_[i] = emit_value(i);
+    }
+  }
+
   void emit_stores() {
-    for (const Store& s : k_.stores) {
-      const KernelBuffer& buf = k_.buffers[s.buffer];
+    for (const Store& s : k_->stores) {
+      const KernelBuffer& buf = k_->buffers[s.buffer];
       store_elem(buf.dtype, vals_[s.value], element_ptr(s.buffer));
     }
   }
@@ -303,29 +484,29 @@ class Codegen {
   }
 
   llvm::Value* element_ptr(int buffer) {
-    Type* t = mem_type(k_.buffers[buffer].dtype);
-    return b_.CreateInBoundsGEP(t, buf_ptrs_[buffer], address(k_.buffers[buffer].map));
+    Type* t = mem_type(k_->buffers[buffer].dtype);
+    return b_.CreateInBoundsGEP(t, buf_ptrs_[buffer], address(k_->buffers[buffer].map));
   }
 
   // ---- values ------------------------------------------------------------------------------
   llvm::Value* emit_value(int i) {
-    const Value& v = k_.body[i];
+    const Value& v = k_->body[i];
     switch (v.kind) {
       case ValueKind::Load: {
-        return load_elem(k_.buffers[v.buffer].dtype, element_ptr(v.buffer));
+        return load_elem(k_->buffers[v.buffer].dtype, element_ptr(v.buffer));
       }
       case ValueKind::Constant: return constant(v);
       case ValueKind::Index: return address(v.map);
       case ValueKind::Unary: return unary(v.unary, vals_[v.a], v.dtype);
       case ValueKind::Binary:
-        if (v.binary == BinaryOp::Power && is_immediate_two(k_.body[v.b]))  // kernel_ir.h
+        if (v.binary == BinaryOp::Power && is_immediate_two(k_->body[v.b]))  // kernel_ir.h
           return v.dtype.is_float() ? b_.CreateFMul(vals_[v.a], vals_[v.a])
                                     : b_.CreateMul(vals_[v.a], vals_[v.a]);
-        return binary(v.binary, vals_[v.a], vals_[v.b], k_.body[v.a].dtype, v.dtype);
+        return binary(v.binary, vals_[v.a], vals_[v.b], k_->body[v.a].dtype, v.dtype);
       case ValueKind::Select:
-        return b_.CreateSelect(to_bool(vals_[v.a], k_.body[v.a].dtype), vals_[v.b], vals_[v.c]);
-      case ValueKind::Cast: return cast(vals_[v.a], k_.body[v.a].dtype, v.dtype);
-      case ValueKind::Random: return random(v, vals_[v.a], k_.body[v.a].dtype);
+        return b_.CreateSelect(to_bool(vals_[v.a], k_->body[v.a].dtype), vals_[v.b], vals_[v.c]);
+      case ValueKind::Cast: return cast(vals_[v.a], k_->body[v.a].dtype, v.dtype);
+      case ValueKind::Random: return random(v, vals_[v.a], k_->body[v.a].dtype);
       case ValueKind::Reduce: return vals_[i];  // set by emit_reduction
     }
     return nullptr;
@@ -680,26 +861,28 @@ class Codegen {
   };
 
   void emit_reduction() {
-    const Reduction& red = *k_.reduce;
-    const Value& rv = k_.body[red.value];
-    Dtype in = k_.body[rv.a].dtype;
+    const Reduction& red = *k_->reduce;
+    const Value& rv = k_->body[red.value];
+    Dtype in = k_->body[rv.a].dtype;
     AccState s = reduction_state(1);
     init_state(s, nullptr);
-    int kept = k_.kept_axes();
+    int kept = k_->kept_axes();
     std::function<void(int)> nest = [&](int axis) {
-      if (axis == k_.ndim()) {
-        for (int i = 0; i < red.value; ++i) vals_[i] = emit_value(i);
+      if (axis == k_->ndim()) {
+        for (int i = 0; i < red.value; ++i)
+          if (hoisted_.empty() || !hoisted_[i]) vals_[i] = emit_value(i);
+        if (!carried_.empty()) keep_carried();
         reduce_step(red.op, in, vals_[rv.a], s, nullptr, false);
         bump(s.pos);
         return;
       }
-      loop(i64(0), extents_[axis], axis == k_.ndim() - 1, [&](llvm::Value* r) {
+      loop(i64(0), extents_[axis], axis == k_->ndim() - 1, [&](llvm::Value* r) {
         point_[axis] = r;
         nest(axis + 1);
       });
     };
     nest(kept);
-    for (int a = kept; a < k_.ndim(); ++a) point_[a] = i64(0);  // the epilogue's view
+    for (int a = kept; a < k_->ndim(); ++a) point_[a] = i64(0);  // the epilogue's view
     vals_[red.value] = reduce_result(s, nullptr, false);
   }
 
@@ -711,12 +894,12 @@ class Codegen {
   static constexpr int64_t kTile = 256;
 
   void emit_tiled_row(llvm::Value* j0, llvm::Value* n) {
-    const Reduction& red = *k_.reduce;
-    const Value& rv = k_.body[red.value];
-    Dtype in = k_.body[rv.a].dtype;
-    int kept = k_.kept_axes();
+    const Reduction& red = *k_->reduce;
+    const Value& rv = k_->body[red.value];
+    Dtype in = k_->body[rv.a].dtype;
+    int kept = k_->kept_axes();
     AccState s = reduction_state(kTile);
-    vals_.assign(k_.body.size(), nullptr);
+    vals_.assign(k_->body.size(), nullptr);
     llvm::Value* ntiles = b_.CreateSDiv(b_.CreateAdd(n, i64(kTile - 1)), i64(kTile));
     loop(i64(0), ntiles, false, [&](llvm::Value* ti) {
       llvm::Value* ts = b_.CreateAdd(j0, b_.CreateMul(ti, i64(kTile)));
@@ -725,7 +908,7 @@ class Codegen {
       loop(i64(0), tn, true, [&](llvm::Value* t) { init_state(s, t); });
       b_.CreateStore(i64(0), s.pos);
       std::function<void(int)> nest = [&](int axis) {
-        if (axis == k_.ndim()) {
+        if (axis == k_->ndim()) {
           loop(i64(0), tn, true, [&](llvm::Value* t) {
             point_[kept - 1] = b_.CreateAdd(ts, t);
             for (int i = 0; i < red.value; ++i) vals_[i] = emit_value(i);
@@ -740,11 +923,11 @@ class Codegen {
         });
       };
       nest(kept);
-      for (int a = kept; a < k_.ndim(); ++a) point_[a] = i64(0);
+      for (int a = kept; a < k_->ndim(); ++a) point_[a] = i64(0);
       loop(i64(0), tn, false, [&](llvm::Value* t) {
         point_[kept - 1] = b_.CreateAdd(ts, t);
         vals_[red.value] = reduce_result(s, t, true);  // prologue Constants stay in vals_
-        for (int i = red.value + 1; i < static_cast<int>(k_.body.size()); ++i)
+        for (int i = red.value + 1; i < static_cast<int>(k_->body.size()); ++i)
           vals_[i] = emit_value(i);
         emit_stores();
       });
@@ -754,13 +937,13 @@ class Codegen {
   // True when the tiled walk pays: some prologue load is contiguous along the innermost kept
   // axis and none is contiguous along the innermost reduced axis. Constant strides only.
   bool column_reduction() const {
-    if (!k_.reduce || k_.kept_axes() == 0) return false;
-    int kin = k_.kept_axes() - 1, rin = k_.ndim() - 1;
+    if (!k_->reduce || k_->kept_axes() == 0) return false;
+    int kin = k_->kept_axes() - 1, rin = k_->ndim() - 1;
     bool kept_unit = false;
-    for (int i = 0; i < k_.reduce->value; ++i) {
-      const Value& v = k_.body[i];
+    for (int i = 0; i < k_->reduce->value; ++i) {
+      const Value& v = k_->body[i];
       if (v.kind != ValueKind::Load) continue;
-      const IndexMap& m = k_.buffers[v.buffer].map;
+      const IndexMap& m = k_->buffers[v.buffer].map;
       if (m.strides[rin] == Dim::constant(1) || m.strides[rin].is_runtime()) return false;
       kept_unit = kept_unit || m.strides[kin] == Dim::constant(1);
     }
@@ -769,8 +952,8 @@ class Codegen {
 
   // Accumulator storage for `lanes` kept points (arrays when tiled).
   AccState reduction_state(int64_t lanes) {
-    const Reduction& red = *k_.reduce;
-    Dtype in = k_.body[k_.body[red.value].a].dtype;
+    const Reduction& red = *k_->reduce;
+    Dtype in = k_->body[k_->body[red.value].a].dtype;
     bool fsum = in.is_float() && (red.op == ReduceOp::Sum || red.op == ReduceOp::Prod);
     AccState s;
     s.t = fsum ? b_.getDoubleTy() : reg_type(in);
@@ -787,8 +970,8 @@ class Codegen {
   }
 
   void init_state(const AccState& s, llvm::Value* t) {
-    const Reduction& red = *k_.reduce;
-    Dtype in = k_.body[k_.body[red.value].a].dtype;
+    const Reduction& red = *k_->reduce;
+    Dtype in = k_->body[k_->body[red.value].a].dtype;
     b_.CreateStore(reduce_init(red.op, in, s.t), lane(s.t, s.acc, t));
     b_.CreateStore(i64(0), lane(b_.getInt64Ty(), s.best_pos, t));
     b_.CreateStore(b_.getFalse(), lane(b_.getInt1Ty(), s.nan_seen, t));
@@ -801,9 +984,9 @@ class Codegen {
 
   // The Reduce value of one kept point from its final state.
   llvm::Value* reduce_result(const AccState& s, llvm::Value* t, bool exact_minmax) {
-    const Reduction& red = *k_.reduce;
-    const Value& rv = k_.body[red.value];
-    Dtype in = k_.body[rv.a].dtype;
+    const Reduction& red = *k_->reduce;
+    const Value& rv = k_->body[red.value];
+    Dtype in = k_->body[rv.a].dtype;
     ReduceOp op = red.op;
     bool fsum = in.is_float() && (op == ReduceOp::Sum || op == ReduceOp::Prod);
     llvm::Value* result = b_.CreateLoad(s.t, lane(s.t, s.acc, t));
@@ -898,7 +1081,13 @@ class Codegen {
     b_.CreateStore(next, acc_ptr);
   }
 
-  const Kernel& k_;
+  const Kernel* k_;             // the kernel, or the pass of a row kernel being emitted
+  std::vector<Kernel> passes_;  // a row kernel's passes as kernels (pass_kernel)
+  std::vector<bool> hoisted_;   // values of the current pass computed once per row
+  int row_kept_ = 0;            // a row kernel's kept axes
+  int cur_pass_ = -1;           // the pass being emitted
+  int carry_pass_ = -2;         // the reduction pass whose values the map pass reads back
+  std::vector<Carried> carried_;
   llvm::LLVMContext& ctx_;
   std::unique_ptr<llvm::Module> mod_;
   IRBuilder<> b_;

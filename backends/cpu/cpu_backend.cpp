@@ -10,6 +10,7 @@
 #include "backends/cpu/jit.h"
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/native_ops.h"
+#include "backends/cpu/row_walk.h"
 #include "backends/launch_check.h"
 #include "backends/split_reduce.h"
 #include "graph/device_hooks.h"
@@ -40,6 +41,8 @@ struct CpuKernel : CompiledKernel {
   LaunchCheck check;
   Launch launch;
   std::optional<SplitLaunch> split;
+  // A row kernel whose rows do not stay in cache runs as its passes (row_walk.h).
+  std::vector<std::shared_ptr<const CompiledKernel>> passes;
   std::string name;
 };
 
@@ -48,6 +51,10 @@ class CpuQueue : public Queue {
   EventPtr enqueue_kernel(const CompiledKernel& ck, const KernelArgs& args) override {
     auto& k = static_cast<const CpuKernel&>(ck);
     k.check(k.ir, args);
+    if (!k.passes.empty()) {
+      for (const auto& p : k.passes) enqueue_kernel(*p, args);
+      return nullptr;
+    }
     // Pointers on the stack for the usual kernel (a heap vector cost ~0.1 us per small launch),
     // one slot spare for a split reduction's scratch.
     constexpr size_t kOnStack = 32;
@@ -104,6 +111,7 @@ class CpuBackend : public Backend {
     return {DeviceInfo{Device{"cpu", 0}, desc, true, ""}};
   }
   bool uses_host_memory() const override { return true; }
+  bool runs_row_kernels() const override { return true; }
   std::shared_ptr<Buffer> allocate(int device, size_t bytes) override {
     check_device(device);
     return cpu::BufferPool::instance()->allocate(bytes, Device{"cpu", device});
@@ -111,11 +119,21 @@ class CpuBackend : public Backend {
   std::shared_ptr<const CompiledKernel> compile(int device, const Kernel& k) override {
     check_device(device);
     k.validate();
-    Kernel canon = merge_axes(k);
     auto ck = std::make_shared<CpuKernel>();
-    ck->launch = launch_of(canon, k.hash(), ck->code);
-    if (auto split = split_full_reduction(canon, kSplit))
-      ck->split = compile_split(*split, ck->code);
+    if (k.is_rows()) {
+      if (cpu::row_walk_fits(k)) {  // one walk over the rows, each row's passes in cache
+        ck->launch = launch_of(k, k.hash(), ck->code);
+        ck->launch.kept = k.ndim() - k.row_axes();  // the launch splits the rows
+      } else {
+        for (size_t i = 0; i < k.passes.size(); ++i)
+          ck->passes.push_back(compile(device, k.pass_kernel(i)));
+      }
+    } else {
+      Kernel canon = merge_axes(k);
+      ck->launch = launch_of(canon, k.hash(), ck->code);
+      if (auto split = split_full_reduction(canon, kSplit))
+        ck->split = compile_split(*split, ck->code);
+    }
     ck->ir = k;
     ck->check = LaunchCheck(k);
     ck->name = k.name;
