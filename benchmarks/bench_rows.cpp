@@ -173,7 +173,8 @@ int main(int argc, char** argv) {
   std::printf(
       "\nsoftmax over rows of L floats, 2^24 floats in all (ms; walk/passes < 1: the walk wins)\n");
   std::printf("%10s %10s %10s %10s %10s\n", "L", "row KiB", "walk", "passes", "walk/passes");
-  const Case& sm = cases()[0];
+  const std::vector<Case> all = cases();
+  const Case& sm = all[0];
   for (int64_t len = 1024; len <= (int64_t{1} << 22); len *= 4) {
     Shape shape{(int64_t{1} << 24) / len, len};
     Array x = random::normal(shape, float32, random::key(1));

@@ -30,6 +30,9 @@ class Codegen {
       : k_(&k), ctx_(ctx), mod_(std::make_unique<llvm::Module>("kiln_" + symbol, ctx)), b_(ctx) {
     mod_->setTargetTriple(target.triple);
     make_function(symbol, target);
+    float_lanes_ = target.features.find("+avx512f") != std::string::npos ? 16
+                   : target.features.find("+avx") != std::string::npos   ? 8
+                                                                         : 0;
   }
 
   std::unique_ptr<llvm::Module> run() {
@@ -165,7 +168,12 @@ class Codegen {
   llvm::MDNode* vectorize_md() {
     llvm::Metadata* enable[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
                                 llvm::ConstantAsMetadata::get(b_.getTrue())};
-    llvm::Metadata* ops[] = {nullptr, llvm::MDNode::get(ctx_, enable)};
+    std::vector<llvm::Metadata*> ops{nullptr, llvm::MDNode::get(ctx_, enable)};
+    if (loop_width_ > 0) {
+      llvm::Metadata* width[] = {llvm::MDString::get(ctx_, "llvm.loop.vectorize.width"),
+                                 llvm::ConstantAsMetadata::get(b_.getInt32(loop_width_))};
+      ops.push_back(llvm::MDNode::get(ctx_, width));
+    }
     llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);
     md->replaceOperandWith(0, md);
     return md;
@@ -864,6 +872,12 @@ class Codegen {
     const Reduction& red = *k_->reduce;
     const Value& rv = k_->body[red.value];
     Dtype in = k_->body[rv.a].dtype;
+    // A float32 sum accumulates in double, and the vectoriser sizes the loop by the double:
+    // half the float32 lanes for everything else the pass computes (softmax's exp). In a row
+    // kernel's pass, where that work is the point, the loop takes the full float32 width.
+    bool fsum32 = !passes_.empty() && (in == float32 || in.is_half()) &&
+                  (red.op == ReduceOp::Sum || red.op == ReduceOp::Prod);
+    loop_width_ = fsum32 ? float_lanes_ : 0;
     AccState s = reduction_state(1);
     init_state(s, nullptr);
     int kept = k_->kept_axes();
@@ -882,6 +896,7 @@ class Codegen {
       });
     };
     nest(kept);
+    loop_width_ = 0;
     for (int a = kept; a < k_->ndim(); ++a) point_[a] = i64(0);  // the epilogue's view
     vals_[red.value] = reduce_result(s, nullptr, false);
   }
@@ -1085,6 +1100,8 @@ class Codegen {
   std::vector<Kernel> passes_;  // a row kernel's passes as kernels (pass_kernel)
   std::vector<bool> hoisted_;   // values of the current pass computed once per row
   int row_kept_ = 0;            // a row kernel's kept axes
+  int float_lanes_ = 0;         // float32 lanes of the target's widest vectors (0: unknown)
+  int loop_width_ = 0;          // > 0: the vector width asked of the next innermost loop
   int cur_pass_ = -1;           // the pass being emitted
   int carry_pass_ = -2;         // the reduction pass whose values the map pass reads back
   std::vector<Carried> carried_;
