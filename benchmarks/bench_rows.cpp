@@ -7,9 +7,11 @@
 //   JAX jit   benchmarks/peers/rows_jax.py, alternating with Kiln round by round
 //   copy      one copy of the array's bytes (the faster of one memcpy and every thread copying)
 // Goals: compiled <= eager everywhere; softmax <= 1.0x JAX on 1024x1024 and <= 1.5x the copy
-// on 32x1000x4096. Then a sweep of softmax row lengths (2^24 floats in all) timing the walk
-// against the passes, which is where the line between them (the L2 cache per core) comes from.
-//   build/benchmarks/bench_rows [--python PATH] [--rounds N] [--no-sweep]   (~/peers/bin/python)
+// on 32x1000x4096. Then a sweep of softmax row lengths (2^24 floats in all, down to one row)
+// timing the walk against the passes: where a line between them would go
+// (backends/cpu/row_walk.h).
+//   build/benchmarks/bench_rows [--python PATH] [--rounds N] [--no-sweep | --sweep-only]
+//   (~/peers/bin/python)
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
@@ -23,7 +25,6 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/row_walk.h"
 #include "jax_peer.h"
 #include "kiln.h"
 
@@ -137,7 +138,7 @@ int main(int argc, char** argv) {
   std::string python;
   if (const char* home = std::getenv("HOME")) python = std::string(home) + "/peers/bin/python";
   int rounds = 3;
-  bool sweep = true;
+  bool sweep = true, cases_too = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--python" && i + 1 < argc)
@@ -150,12 +151,12 @@ int main(int argc, char** argv) {
   std::string cpu_desc;
   for (const DeviceInfo& d : devices())
     if (d.device.backend == "cpu") cpu_desc = d.description;
-  std::printf("bench_rows: cpu (%s), %d threads, L2 per core %lld KiB; fastest call of %d rounds\n",
-              cpu_desc.c_str(), tbb::this_task_arena::max_concurrency(),
-              static_cast<long long>(cpu::l2_cache_bytes() >> 10), rounds);
+  std::printf("bench_rows: cpu (%s), %d threads; fastest call of %d rounds\n", cpu_desc.c_str(),
+              tbb::this_task_arena::max_concurrency(), rounds);
   std::printf("%-12s %-12s %9s %9s %9s %9s %9s  %8s %8s %8s\n", "op", "shape", "compiled", "passes",
               "eager", "JAX jit", "copy", "/eager", "/JAX", "/copy");
   for (const Shape& shape : {Shape{1024, 1024}, Shape{32, 1000, 4096}}) {
+    if (!cases_too) break;
     for (const Case& c : cases()) {
       Row r = measure(c, shape, python, rounds);
       char jax[32] = "-", vs_jax[32] = "-";
@@ -175,7 +176,7 @@ int main(int argc, char** argv) {
   std::printf("%10s %10s %10s %10s %10s\n", "L", "row KiB", "walk", "passes", "walk/passes");
   const std::vector<Case> all = cases();
   const Case& sm = all[0];
-  for (int64_t len = 1024; len <= (int64_t{1} << 22); len *= 4) {
+  for (int64_t len = 1024; len <= (int64_t{1} << 24); len *= len < (int64_t{1} << 22) ? 4 : 2) {
     Shape shape{(int64_t{1} << 24) / len, len};
     Array x = random::normal(shape, float32, random::key(1));
     Array w = zeros({len}, float32);

@@ -41,7 +41,7 @@ struct CpuKernel : CompiledKernel {
   LaunchCheck check;
   Launch launch;
   std::optional<SplitLaunch> split;
-  // A row kernel whose rows do not stay in cache runs as its passes (row_walk.h).
+  // A row kernel the backend does not walk runs as its passes (row_walk.h).
   std::vector<std::shared_ptr<const CompiledKernel>> passes;
   std::string name;
 };

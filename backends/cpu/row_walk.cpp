@@ -1,10 +1,6 @@
 #include "backends/cpu/row_walk.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
-#include <fstream>
-#include <string>
 
 #include "graph/error.h"
 
@@ -23,53 +19,22 @@ int64_t row_bytes(const Kernel& k) {
   return elements * per_element;
 }
 
-namespace {
-
-// "512K" / "1024K" / "8M" as in /sys/devices/system/cpu/cpu0/cache/index*/size.
-int64_t sysfs_l2() {
-  for (int i = 0; i < 8; ++i) {
-    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-    std::ifstream level(dir + "level"), size(dir + "size");
-    int lv = 0;
-    std::string sz;
-    if (!(level >> lv) || lv != 2 || !(size >> sz) || sz.empty()) continue;
-    int64_t n = std::stoll(sz);
-    char unit = sz.back();
-    return unit == 'K' ? n << 10 : unit == 'M' ? n << 20 : n;
-  }
-  return 0;
-}
-
-int64_t query_l2() {
-  long n = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  if (n > 0) return n;
-  int64_t s = sysfs_l2();
-  return s > 0 ? s : int64_t{256} << 10;
-}
-
-}  // namespace
-
-int64_t l2_cache_bytes() {
-  static const int64_t bytes = query_l2();
-  return bytes;
-}
-
 int64_t row_walk_limit() {
-  if (const char* e = std::getenv("KILN_ROW_WALK_BYTES"); e && *e) {
-    char* end = nullptr;
-    long long v = std::strtoll(e, &end, 10);
-    if (*end || v < 0)
-      throw_error("KILN_ROW_WALK_BYTES=", e, " is not a byte count; give a whole number >= 0");
-    return v;
-  }
-  return l2_cache_bytes();
+  const char* e = std::getenv("KILN_ROW_WALK_BYTES");
+  if (!e || !*e) return -1;
+  char* end = nullptr;
+  long long v = std::strtoll(e, &end, 10);
+  if (*end || v < 0)
+    throw_error("KILN_ROW_WALK_BYTES=", e, " is not a byte count; give a whole number >= 0");
+  return v;
 }
 
 bool row_walk_fits(const Kernel& k) {
   if (!k.is_rows()) return false;
   for (const Dim& d : k.domain)
     if (d.is_runtime()) return false;
-  return row_bytes(k) <= row_walk_limit();
+  int64_t limit = row_walk_limit();
+  return limit < 0 || row_bytes(k) <= limit;
 }
 
 }  // namespace kiln::cpu
