@@ -102,20 +102,28 @@ const int64_t kLengths[] = {1, 7, 8, 9, 17, 63, 65, 255, 257, 1000, 1025, 4096};
 }  // namespace
 
 // Every op, dtype and row length on every backend against the reference: a sample in make
-// test (device kernels build cold), all of it in make test-long.
+// test (device kernels build cold), all of it in make test-long. The opencl and vulkan cases
+// follow KILN_TEST_DEVICE_SWEEP as the other device sweeps do (`make sanitize` samples them:
+// under ASan their full run alone would take most of CI's time).
 TEST(RowKernels, EveryBackendDtypeAndLengthMatchesReference) {
   std::vector<std::string> devs;
   for (const char* d : {"cpu", "opencl", "vulkan"})
     if (test::backend_available(d)) devs.push_back(d);
   size_t per_dev = row_ops().size() * std::size(kFloats) * std::size(kLengths);
-  test::CaseSample runs = test::case_sample(per_dev * devs.size(), 4);
-  SCOPED_TRACE(runs.trace);
-  size_t i = 0;
-  for (const std::string& dev : devs)
+  test::CaseSample cpu_runs = test::case_sample(per_dev, 4);
+  for (const std::string& dev : devs) {
+    test::Sweep dev_runs = test::device_sweep(0, static_cast<int>(per_dev), 2);
+    SCOPED_TRACE(dev + ": " + (dev == "cpu" ? cpu_runs.trace : dev_runs.trace));
+    auto chosen = [&](size_t j) {
+      if (dev == "cpu") return cpu_runs(j);
+      return j >= dev_runs.first && j < dev_runs.first + static_cast<uint64_t>(dev_runs.count);
+    };
+    size_t i = 0;
     for (const auto& [name, op] : row_ops())
       for (Dtype d : kFloats)
         for (int64_t len : kLengths)
-          if (runs(i++)) expect_matches_reference(name, op, dev, d, 3, len);
+          if (chosen(i++)) expect_matches_reference(name, op, dev, d, 3, len);
+  }
 }
 
 // The quick check in make test: each op in float32 and float16 on cpu, walked and as passes,
