@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/host_event.h"
 #include "distributed/group.h"
 #include "distributed/internal.h"
 #include "distributed/transport.h"
@@ -22,43 +23,6 @@
 namespace kiln::distributed {
 
 namespace {
-
-// Completed once, by the progress thread (or at once for a one-rank group).
-class LaneEvent : public Event {
- public:
-  void on_complete(std::function<void(std::exception_ptr)> f) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!done_) {
-      callbacks_.push_back(std::move(f));
-      return;
-    }
-    lock.unlock();
-    f(error_);
-  }
-  void wait() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return done_; });
-    if (error_) std::rethrow_exception(error_);
-  }
-  void complete(std::exception_ptr e) {
-    std::vector<std::function<void(std::exception_ptr)>> cbs;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-      error_ = e;
-      cbs.swap(callbacks_);
-    }
-    cv_.notify_all();
-    for (auto& f : cbs) f(e);
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::exception_ptr error_;
-  std::vector<std::function<void(std::exception_ptr)>> callbacks_;
-};
 
 // One posted item of a lane: a message or collective, a split, or a skipped position.
 struct Item {
@@ -70,7 +34,7 @@ struct Item {
   std::vector<unsigned char> result;  // host memory for a device output
   Buffer* device_out = nullptr;       // written from `result` when the work completes
   size_t out_bytes = 0;
-  std::shared_ptr<LaneEvent> event;
+  std::shared_ptr<HostEvent> event;
   std::unique_ptr<Request> request;
 };
 
@@ -140,7 +104,7 @@ class Engine {
       g->size = transport_->size(g->comm);
       *made = std::move(g);
     };
-    item->event = std::make_shared<LaneEvent>();
+    item->event = std::make_shared<HostEvent>();
     auto ev = item->event;
     post(parent, reserve(parent, 1), std::move(item));
     ev->wait();
@@ -382,7 +346,7 @@ EventPtr start_collective(const NativeArgs& a, uint64_t position) {
     item->out_bytes = out_bytes;
     w.out = item->result.data();
   }
-  item->event = std::make_shared<LaneEvent>();
+  item->event = std::make_shared<HostEvent>();
   EventPtr ev = item->event;
   engine().post(a.group, position, std::move(item));
   return ev;

@@ -12,47 +12,14 @@
 #include <thread>
 
 #include "backends/backend.h"
+#include "backends/host_event.h"
 #include "backends/reference/reference.h"
 #include "backends/registry.h"
 #include "graph/error.h"
 
 namespace kiln::test {
 
-class ManualEvent : public Event {
- public:
-  void on_complete(std::function<void(std::exception_ptr)> f) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (done_) {
-      lock.unlock();
-      f(error_);
-      return;
-    }
-    callbacks_.push_back(std::move(f));
-  }
-  void wait() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return done_; });
-    if (error_) std::rethrow_exception(error_);
-  }
-  void complete(std::exception_ptr e) {
-    std::vector<std::function<void(std::exception_ptr)>> cbs;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-      error_ = e;
-      cbs.swap(callbacks_);
-    }
-    cv_.notify_all();
-    for (auto& f : cbs) f(e);
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::exception_ptr error_;
-  std::vector<std::function<void(std::exception_ptr)>> callbacks_;
-};
+using ManualEvent = HostEvent;  // completed by the test or a Worker
 
 // Runs submitted closures in order on one thread: a stand-in for a device queue.
 class Worker {
