@@ -27,6 +27,7 @@ struct JobState {
   std::vector<Array> inputs;
   std::shared_ptr<CancelToken> token;
   std::weak_ptr<Scheduler::Core> core;
+  const JobState* waiting_for = nullptr;  // the job its function waits for (scheduler's lock)
 
   mutable std::mutex mu;
   mutable std::condition_variable cv;
@@ -53,6 +54,18 @@ struct JobState {
 
 namespace {
 
+thread_local const Scheduler::Core* g_worker_of = nullptr;  // the scheduler this thread works for
+thread_local JobState* g_running_job = nullptr;             // the job this thread runs
+
+void bind_worker_thread(const Scheduler::Core* core) { g_worker_of = core; }
+
+// Marks the job this thread runs, for the waits its function makes.
+struct RunningJob {
+  explicit RunningJob(JobState* j) : outer(g_running_job) { g_running_job = j; }
+  ~RunningJob() { g_running_job = outer; }
+  JobState* outer;
+};
+
 double ms_between(Clock::time_point a, Clock::time_point b) {
   if (a == Clock::time_point{} || b == Clock::time_point{}) return 0;
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -64,6 +77,7 @@ struct Scheduler::Core {
   struct Lane {
     std::deque<std::shared_ptr<JobState>> jobs;  // submission order; ended jobs popped lazily
     bool busy = false;                           // one of its jobs is running
+    const JobState* running = nullptr;           // that job
   };
 
   std::mutex mu;
@@ -78,6 +92,8 @@ struct Scheduler::Core {
   size_t unfinished = 0;  // not yet ended
   uint64_t next_seq = 0;
   bool stopping = false;
+  int workers = 0;          // as asked; more threads run while jobs wait for jobs
+  int waiting_workers = 0;  // threads whose job waits for another job
   std::vector<std::thread> threads;
   std::thread timer;  // ends queued jobs whose deadline passes, even while every worker is busy
 
@@ -138,6 +154,7 @@ struct Scheduler::Core {
     if (best) {
       best_lane->jobs.pop_front();
       best_lane->busy = true;
+      best_lane->running = best.get();
     }
     return best;
   }
@@ -168,6 +185,7 @@ struct Scheduler::Core {
         run(*j);
         lk.lock();
         lanes[j->stream].busy = false;
+        lanes[j->stream].running = nullptr;
         --unfinished;
         idle_cv.notify_all();
         work_cv.notify_one();  // the lane's next job may start on another worker
@@ -178,8 +196,25 @@ struct Scheduler::Core {
     }
   }
 
+  // A thread that works for this scheduler (lock held); workers() counts them.
+  void add_worker() {
+    threads.emplace_back([this] {
+      bind_worker_thread(this);
+      worker();
+    });
+  }
+
+  // Called (lock held) before the job running on this thread waits for `target`. Raises if the
+  // wait could never end: `target` cannot start or end before the waiting job does (queued
+  // behind it on its stream, or behind a job that waits, in turn, for it). Otherwise, when no
+  // worker is free, adds one: a job blocked in a wait must not keep the jobs it waits for from
+  // starting, as it would with every worker waiting. after_wait undoes the count.
+  void before_wait(const JobState& me, const JobState& target);
+  void after_wait() { --waiting_workers; }
+
   // Runs a started job on its lane's stream, outside the scheduler's lock.
   static void run(JobState& j) {
+    RunningJob running(&j);
     std::vector<Array> out;
     std::exception_ptr err;
     try {
@@ -204,8 +239,45 @@ struct Scheduler::Core {
 };
 
 namespace {
-thread_local const Scheduler::Core* g_worker_of = nullptr;  // the scheduler this thread works for
+
+std::string blocked_by_lane(const JobState& queued, const JobState& running) {
+  return queued.label() + " is queued on " + queued.stream.str() + " behind " + running.label() +
+         " (jobs on one stream run one at a time, in submission order)";
+}
+
 }  // namespace
+
+void Scheduler::Core::before_wait(const JobState& me, const JobState& target) {
+  // Follow what keeps `target` from ending: a queued job waits for its lane's running job, a
+  // running job for the job it waits for. Reaching `me` closes a cycle.
+  std::string why;
+  const JobState* cur = &target;
+  for (size_t steps = 0; cur && steps <= unfinished; ++steps) {
+    JobStatus status;
+    {
+      std::lock_guard<std::mutex> jl(cur->mu);
+      status = cur->status;
+    }
+    const JobState* next = nullptr;
+    if (status == JobStatus::Queued) {
+      auto lane = lanes.find(cur->stream);
+      if (lane != lanes.end() && lane->second.busy) {
+        next = lane->second.running;
+        why += (why.empty() ? "" : "; ") + blocked_by_lane(*cur, *next);
+      }
+    } else if (status == JobStatus::Running && cur->waiting_for) {
+      next = cur->waiting_for;
+      why += (why.empty() ? "" : "; ") + cur->label() + " waits for " + next->label();
+    }
+    if (next == &me)
+      throw Error(me.label() + " waits for " + target.label() +
+                  ", which cannot end before it does: " + why +
+                  ". Submit the awaited job on another stream, or wait for it outside the job");
+    cur = next;
+  }
+  ++waiting_workers;
+  if (static_cast<int>(threads.size()) - waiting_workers < workers) add_worker();
+}
 
 const char* job_status_name(JobStatus s) {
   switch (s) {
@@ -224,12 +296,59 @@ double JobTimes::queued_ms() const {
 }
 double JobTimes::run_ms() const { return ms_between(started, finished); }
 
+namespace {
+
+// While a job's function waits for another job of the same scheduler: checked and recorded, so
+// a wait that could never end raises and other waits can see this one.
+class WaitFromJob {
+ public:
+  explicit WaitFromJob(JobState& target) {
+    JobState* me = g_running_job;
+    if (!me || me == &target) return;  // not from a job; a job's own wait is caught below
+    core_ = me->core.lock();
+    if (!core_ || core_.get() != g_worker_of || target.core.lock() != core_) return;
+    std::lock_guard<std::mutex> lk(core_->mu);
+    core_->before_wait(*me, target);
+    me->waiting_for = &target;
+    me_ = me;
+  }
+  ~WaitFromJob() {
+    if (!me_) return;
+    std::lock_guard<std::mutex> lk(core_->mu);
+    me_->waiting_for = nullptr;
+    core_->after_wait();
+  }
+  WaitFromJob(const WaitFromJob&) = delete;
+  WaitFromJob& operator=(const WaitFromJob&) = delete;
+
+ private:
+  std::shared_ptr<Scheduler::Core> core_;
+  JobState* me_ = nullptr;
+};
+
+void not_own_job(const JobState& target) {
+  if (g_running_job == &target)
+    throw Error(target.label() +
+                " waits for itself: Job::wait (or outputs) inside the job's own "
+                "function never returns");
+}
+
+}  // namespace
+
 void Job::wait() const {
+  not_own_job(*s_);
+  WaitFromJob from_job(*s_);
   std::unique_lock<std::mutex> lk(s_->mu);
   s_->cv.wait(lk, [&] { return s_->ended(); });
 }
 
 bool Job::wait_until(Clock::time_point t) const {
+  {
+    std::lock_guard<std::mutex> lk(s_->mu);
+    if (s_->ended()) return true;
+  }
+  not_own_job(*s_);
+  WaitFromJob from_job(*s_);
   std::unique_lock<std::mutex> lk(s_->mu);
   return s_->cv.wait_until(lk, t, [&] { return s_->ended(); });
 }
@@ -300,11 +419,11 @@ Scheduler::Scheduler(SchedulerOptions options) : core_(std::make_shared<Core>())
   int n = options.workers;
   if (n == 0) n = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
   core_->capacity = options.capacity;
-  for (int i = 0; i < n; ++i)
-    core_->threads.emplace_back([core = core_.get()] {
-      g_worker_of = core;
-      core->worker();
-    });
+  {
+    std::lock_guard<std::mutex> lk(core_->mu);
+    core_->workers = n;
+    for (int i = 0; i < n; ++i) core_->add_worker();
+  }
   core_->timer = std::thread([core = core_.get()] { core->deadline_timer(); });
 }
 
@@ -370,6 +489,6 @@ size_t Scheduler::queued() const {
   return core_->queued;
 }
 
-int Scheduler::workers() const { return static_cast<int>(core_->threads.size()); }
+int Scheduler::workers() const { return core_->workers; }
 
 }  // namespace kiln

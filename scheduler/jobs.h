@@ -51,7 +51,11 @@ struct JobState;
 // A handle to a submitted job; copies share the job. The job holds its inputs alive until it ends.
 class Job {
  public:
-  void wait() const;  // until the job ends, whichever way
+  // Until the job ends, whichever way. From inside a job's function of the same scheduler it
+  // raises kiln::Error when the wait could never end: the job itself, a job queued behind the
+  // caller on its stream, or a cycle of such waits; any other wait lets one more thread run jobs
+  // meanwhile, so the awaited job is not kept from a worker.
+  void wait() const;
   template <typename Rep, typename Period>
   bool wait_for(std::chrono::duration<Rep, Period> timeout) const {  // false on timeout
     return wait_until(std::chrono::steady_clock::now() + timeout);
@@ -78,7 +82,9 @@ class Job {
 };
 
 struct SchedulerOptions {
-  int workers = 0;         // threads running jobs; 0: the machine's hardware threads (at least 2)
+  // Threads running jobs; 0: the machine's hardware threads (at least 2). While jobs wait for
+  // other jobs (Job::wait in a job's function), as many more run.
+  int workers = 0;
   size_t capacity = 1024;  // queued (not yet running) jobs; submit() blocks beyond this
 };
 

@@ -277,6 +277,80 @@ TEST(Jobs, BadOptionsAndFunctionsRaise) {
   expect_error([&] { j.outputs(); }, {"has no outputs", "broadcast"});
 }
 
+// A job's function may wait for another job. A wait that could never end raises instead of
+// hanging, and a waiting job does not keep the job it waits for from a worker.
+TEST(Jobs, WaitingForAJobQueuedBehindOnTheSameStreamRaises) {
+  Scheduler sched({.workers = 2});
+  Stream lane = new_stream(device("cpu"));
+  std::promise<Job> later;
+  std::shared_future<Job> later_job = later.get_future().share();
+  Job first = sched.submit(
+      [&](const std::vector<Array>& in) {
+        later_job.get().wait();  // queued behind this job: would never start
+        return in;
+      },
+      {vec({1})}, {.stream = lane, .name = "first"});
+  Job second = sched.submit(affine(), {vec({1})}, {.stream = lane, .name = "second"});
+  later.set_value(second);
+  first.wait();
+  EXPECT_EQ(first.status(), JobStatus::Failed);
+  expect_error([&] { first.outputs(); },
+               {"job 'first'", "waits for job 'second'", "cannot end before it",
+                "job 'second' #1 is queued on", "behind job 'first' #0", "another stream"});
+  EXPECT_EQ(second.outputs()[0].item<float>(), 3.0f);  // the lane goes on
+}
+
+TEST(Jobs, ACycleOfWaitsThroughTwoStreamsRaisesInOneJob) {
+  Scheduler sched({.workers = 2});
+  Stream s1 = new_stream(device("cpu")), s2 = new_stream(device("cpu"));
+  std::promise<std::vector<Job>> handles;
+  std::shared_future<std::vector<Job>> jobs = handles.get_future().share();
+  auto wait_for = [&](int which) {
+    return [&, which](const std::vector<Array>& in) {
+      jobs.get()[which].wait();
+      return in;
+    };
+  };
+  // a waits for b; b waits for c, which is queued behind a on s1.
+  Job a = sched.submit(wait_for(1), {vec({1})}, {.stream = s1, .name = "a"});
+  Job b = sched.submit(wait_for(2), {vec({2})}, {.stream = s2, .name = "b"});
+  Job c = sched.submit(affine(), {vec({3})}, {.stream = s1, .name = "c"});
+  handles.set_value({a, b, c});
+  sched.wait_all();
+  // Whichever of a and b waits second closes the cycle and fails; the other then finishes.
+  EXPECT_NE(a.status() == JobStatus::Failed, b.status() == JobStatus::Failed);
+  const Job& failed = a.status() == JobStatus::Failed ? a : b;
+  expect_error([&] { failed.outputs(); }, {"cannot end before it", "queued on"});
+  EXPECT_EQ(c.outputs()[0].item<float>(), 7.0f);
+}
+
+TEST(Jobs, AJobWaitingForAnotherDoesNotHoldTheOnlyWorker) {
+  Scheduler sched({.workers = 1});
+  Stream s1 = new_stream(device("cpu")), s2 = new_stream(device("cpu"));
+  std::promise<Job> inner;
+  std::shared_future<Job> inner_job = inner.get_future().share();
+  Job outer = sched.submit([&](const std::vector<Array>&) { return inner_job.get().outputs(); }, {},
+                           {.stream = s1, .name = "outer"});
+  inner.set_value(sched.submit(affine(), {vec({4})}, {.stream = s2, .name = "inner"}));
+  EXPECT_EQ(outer.outputs()[0].item<float>(), 9.0f);
+  EXPECT_EQ(sched.workers(), 1);  // as asked; the extra thread served the wait
+}
+
+TEST(Jobs, AJobWaitingForItselfRaises) {
+  Scheduler sched({.workers = 1});
+  std::promise<Job> self;
+  std::shared_future<Job> self_job = self.get_future().share();
+  Job j = sched.submit(
+      [&](const std::vector<Array>& in) {
+        self_job.get().wait();
+        return in;
+      },
+      {vec({1})}, {.name = "selfish"});
+  self.set_value(j);
+  j.wait();
+  expect_error([&] { j.outputs(); }, {"job 'selfish'", "waits for itself"});
+}
+
 // The reduced soak: 8 submitting threads, 4 lanes on two devices, 4,000 jobs with failing,
 // cancelled and overdue jobs mixed in. None is lost or run twice, each lane runs its jobs in
 // submission order, and every successful job's output is its own sequence number's.

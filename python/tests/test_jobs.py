@@ -207,6 +207,38 @@ def test_waiting_for_itself_from_inside_a_job_raises_instead_of_hanging():
         assert s.submit(lambda: mx.array(1.0)).outputs().item() == 1.0
 
 
+def test_waiting_for_a_job_queued_behind_on_the_same_stream_raises():
+    later, gate = [], threading.Event()
+    lane = mx.new_stream(mx.cpu)
+
+    def wait_for_later():
+        gate.wait(30)
+        return later[0].outputs()
+
+    with mx.Scheduler(workers=2) as s:
+        first = s.submit(wait_for_later, stream=lane, name="first")
+        later.append(s.submit(lambda: mx.array(5.0), stream=lane, name="later"))
+        gate.set()
+        assert first.wait(30) and first.status == mx.JobStatus.failed
+        assert isinstance(first.error, mx.Error)
+        assert "cannot end before it" in str(first.error) and "'later'" in str(first.error)
+        assert later[0].outputs().item() == 5.0
+
+
+def test_a_job_waiting_for_another_does_not_hold_the_only_worker():
+    inner, gate = [], threading.Event()
+
+    def outer_fn():
+        gate.wait(30)
+        return inner[0].outputs() + 1
+
+    with mx.Scheduler(workers=1) as s:
+        outer = s.submit(outer_fn, stream=mx.new_stream(mx.cpu))
+        inner.append(s.submit(lambda: mx.array(2.0), stream=mx.new_stream(mx.cpu)))
+        gate.set()
+        assert outer.wait(30) and outer.outputs().item() == 3.0
+
+
 def test_a_scheduler_freed_by_its_own_job_finishes_without_deadlock():
     holder = [mx.Scheduler(workers=1)]
     gone = weakref.ref(holder[0])
