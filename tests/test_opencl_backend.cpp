@@ -338,6 +338,59 @@ TEST(OpenclBackend, ManyOutputsOneWorkItemEach) {
   }
 }
 
+// The float16 form on CPU devices beyond one contiguous axis: a broadcast along the last axis
+// (x - m of a row softmax), and row folds (sum, max, min; a sum with a broadcasting prologue)
+// 16 lanes at a time. Enough rows for a work-item per row (kiln_rows), rows of 67 (not a
+// multiple of 16) so runs start mid-row and every segment and fold has a tail; NaN and
+// infinities in a few rows only, so some lanes meet them and others not.
+TEST(OpenclBackend, VectorFormOfBroadcastsAndRowFolds) {
+  REQUIRE_OPENCL();
+  const int64_t rows = 2053, cols = 67;
+  Bytes x = sample(float32, rows * cols, 51, false), m = sample(float32, rows, 52, false);
+  auto put = [&](int64_t r, int64_t c, float v) {
+    scalar::store(x.data(), float32, r * cols + c, {v, 0});
+  };
+  put(3, 500, NAN), put(5, 17, INFINITY), put(7, cols - 1, -INFINITY), put(9, 0, NAN);
+  put(11, 20, INFINITY), put(11, 50, NAN), put(13, 33, -INFINITY), put(13, 40, INFINITY);
+  auto value = [](Kernel& k, ValueKind kind, int op, int a, int b = -1) {
+    Value v;
+    v.kind = kind, v.dtype = float32, v.a = a, v.b = b;
+    if (kind == ValueKind::Unary) v.unary = static_cast<UnaryOp>(op);
+    if (kind == ValueKind::Binary) v.binary = static_cast<BinaryOp>(op);
+    return add(k, v);
+  };
+  const int sub = static_cast<int>(BinaryOp::Subtract), div = static_cast<int>(BinaryOp::Divide);
+  const int exp = static_cast<int>(UnaryOp::Exp);
+
+  Kernel map;
+  map.name = "broadcast_rows";
+  map.domain = {Dim::constant(rows), Dim::constant(cols)};
+  int a = load(map, float32, map_of({cols, 1})), b = load(map, float32, map_of({1, 0}));
+  int e = value(map, ValueKind::Unary, exp, value(map, ValueKind::Binary, sub, a, b));
+  store(map, float32, map_of({cols, 1}), value(map, ValueKind::Binary, div, e, b));
+  compare_outputs(map, {x, m, Bytes(rows * cols * 4)}, {{}, {}, {Tolerance::Ulp, 5}},
+                  {"", "", "exp(x - m) / m, m broadcast along rows"});
+
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min}) {
+    Kernel k = reduce_kernel(float32, op, {rows, cols}, {1});
+    compare_outputs(k, {x, Bytes(rows * 4)}, {{}, reduce_tol(float32, op)},
+                    {"", std::string("row ") + op_name(op)});
+  }
+
+  Kernel sumexp;
+  sumexp.name = "row_sum_exp";
+  sumexp.domain = {Dim::constant(rows), Dim::constant(cols)};
+  a = load(sumexp, float32, map_of({cols, 1})), b = load(sumexp, float32, map_of({1, 0}));
+  e = value(sumexp, ValueKind::Unary, exp, value(sumexp, ValueKind::Binary, sub, a, b));
+  Value r;
+  r.kind = ValueKind::Reduce, r.dtype = float32, r.a = e;
+  int rv = add(sumexp, r);
+  sumexp.reduce = Reduction{ReduceOp::Sum, 1, rv};
+  store(sumexp, float32, map_of({1, 0}), rv);
+  compare_outputs(sumexp, {x, m, Bytes(rows * 4)}, {{}, {}, reduce_tol(float32, ReduceOp::Sum)},
+                  {"", "", "row sum of exp(x - m)"});
+}
+
 // Full reductions long enough for the split scheme (partials per work-group, then a combine),
 // with an epilogue that uses a constant and a load; argmax splits too (partials carry positions).
 TEST(OpenclBackend, FullReductionsSplitAcrossWorkGroups) {

@@ -4,7 +4,9 @@
 // list: the kernel's buffers (b0..), every launch word as a `long` (p0..), the float launch
 // scalars converted on the host (c<value>..), and for reductions three __local arrays sized by
 // the launch's work-group size.
-//  - Element-wise kernels: entry `kiln_map`, a grid-stride loop over the flattened domain.
+//  - Element-wise kernels: entry `kiln_map`, a grid-stride loop over the flattened domain (on
+//    CPU devices, contiguous runs in segments along the last axis, 16 lanes at a time in
+//    float16 where the loads allow; row folds too: dialect_opencl.h).
 //  - Reductions: entry `kiln_reduce`, one work-group per output element (grid-stride over
 //    outputs), each work-item accumulating a strided share of the reduced extent, then a tree
 //    in local memory; work-item 0 runs the epilogue and stores.

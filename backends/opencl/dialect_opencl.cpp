@@ -99,7 +99,10 @@ std::string OpenclDialect::constant(int i) {
 
 std::string OpenclDialect::load(int b) {
   const KernelBuffer& buf = kernel().buffers[b];
-  if (vec16) return "vload16(0, b" + std::to_string(b) + " + g)";
+  if (vec16)
+    return buf.map.strides.back() == Dim::constant(0)
+               ? "(float16)(b" + std::to_string(b) + "[" + address(buf.map) + "])"
+               : "vload16(0, b" + std::to_string(b) + " + " + address(buf.map) + ")";
   std::string x = "b" + std::to_string(b) + "[" + address(buf.map) + "]";
   if (buf.dtype == float16) return "kiln_h2f(" + x + ")";
   if (buf.dtype == bfloat16) return "kiln_bf2f(" + x + ")";
@@ -343,22 +346,25 @@ std::string OpenclDialect::preamble() {
   return s + opencl_prelude();
 }
 
-// A float32 kernel over one contiguous axis whose every load and store is at the point
-// itself, with operations OpenCL C defines on vectors: its CPU-device run goes 16 lanes at a
-// time in explicit float16 (PoCL's vectoriser stops at 256-bit vectors on AVX-512 hosts, where
-// explicit 512-bit types are used as such), the scalar loop takes the rest.
-bool OpenclDialect::vector_form() const {
-  if (kernel().ndim() != 1 || kernel().reduce) return false;
-  auto at_point = [](const IndexMap& m) {
-    return m.offset == Dim::constant(0) && m.strides.size() == 1 &&
-           m.strides[0] == Dim::constant(1);
-  };
-  for (const KernelBuffer& b : kernel().buffers)
-    if (b.dtype != float32 || !at_point(b.map)) return false;
-  for (const Value& val : kernel().body) {
+// The float16 form: float32 values whose loads are contiguous (stride 1) or constant (stride
+// 0, a broadcast) along the last axis, with operations OpenCL C defines on vectors. A CPU
+// device's loops then go 16 lanes at a time in explicit float16 (PoCL's vectoriser stops at
+// 256-bit vectors on AVX-512 hosts, where explicit 512-bit types are used as such); the scalar
+// loop takes the rest.
+bool OpenclDialect::vector_values(int end) const {
+  const Kernel& k = kernel();
+  for (int i = 0; i < end; ++i) {
+    const Value& val = k.body[i];
     if (val.dtype != float32) return false;
     switch (val.kind) {
-      case ValueKind::Load:
+      case ValueKind::Load: {
+        const IndexMap& m = k.buffers[val.buffer].map;
+        if (k.buffers[val.buffer].dtype != float32 ||
+            m.strides.size() != static_cast<size_t>(k.ndim()) ||
+            !(m.strides.back() == Dim::constant(1) || m.strides.back() == Dim::constant(0)))
+          return false;
+        break;
+      }
       case ValueKind::Constant: break;
       case ValueKind::Unary:
         // Not sin/cos: PoCL's 16-lane versions lose accuracy on large arguments (sin(x) off
@@ -379,26 +385,90 @@ bool OpenclDialect::vector_form() const {
   return true;
 }
 
-// The 16-lane loop: constants become vectors (shadowing the scalars inside the loop), then
-// loads, values and stores in float16.
-void OpenclDialect::vector_run(source::Emitter& em) {
+// An element-wise kernel in the float16 form whose stores are contiguous along the last axis.
+bool OpenclDialect::vector_form() const {
+  const Kernel& k = kernel();
+  if (k.reduce || k.ndim() == 0) return false;
+  for (const Store& st : k.stores) {
+    const KernelBuffer& b = k.buffers[st.buffer];
+    if (b.dtype != float32 || b.map.strides.size() != static_cast<size_t>(k.ndim()) ||
+        !(b.map.strides.back() == Dim::constant(1)))
+      return false;
+  }
+  return vector_values(static_cast<int>(k.body.size()));
+}
+
+void OpenclDialect::vector_constants(source::Emitter& em, const std::string& ind,
+                                     bool shadows) const {
+  const Kernel& k = kernel();
+  for (int i = 0; i < static_cast<int>(k.body.size()); ++i) {
+    if (k.body[i].kind != ValueKind::Constant) continue;
+    if (shadows)
+      em.out() << ind << "const float16 " << source::Emitter::v(i) << " = w" << i << ";\n";
+    else
+      em.out() << ind << "const float16 w" << i << " = (float16)(" << source::Emitter::v(i)
+               << ");\n";
+  }
+}
+
+// The 16-lane loop over a segment: constants become vectors (shadowing the scalars inside the
+// loop), then loads, values and stores in float16.
+void OpenclDialect::vector_run(source::Emitter& em, const std::string& ind) {
   if (!caps_.cpu || !vector_form()) return;
   const Kernel& k_ = kernel();
-  for (int i = 0; i < static_cast<int>(k_.body.size()); ++i)
-    if (k_.body[i].kind == ValueKind::Constant)
-      em.out() << "  const float16 w" << i << " = (float16)(" << source::Emitter::v(i) << ");\n";
-  em.out() << "  for (; g0 + 16 <= to; g0 += 16) {\n";
-  em.out() << "    const long g = g0;\n";
-  for (int i = 0; i < static_cast<int>(k_.body.size()); ++i)
-    if (k_.body[i].kind == ValueKind::Constant)
-      em.out() << "    const float16 " << source::Emitter::v(i) << " = w" << i << ";\n";
+  const std::string il = "i" + std::to_string(k_.ndim() - 1);
+  vector_constants(em, ind, false);
+  em.out() << ind << "for (; g + 16 <= stop; g += 16, " << il << " += 16) {\n";
+  vector_constants(em, ind + "  ", true);
   vec16 = true;
-  em.values(0, static_cast<int>(k_.body.size()), "    ");
+  em.values(0, static_cast<int>(k_.body.size()), ind + "  ");
   for (const Store& st : k_.stores)
-    em.out() << "    vstore16(" << source::Emitter::v(st.value) << ", 0, b" << st.buffer
-             << " + g);\n";
+    em.out() << ind << "  vstore16(" << name(st.value) << ", 0, b" << st.buffer << " + "
+             << address(k_.buffers[st.buffer].map) << ");\n";
   vec16 = false;
-  em.out() << "  }\n";
+  em.out() << ind << "}\n";
+}
+
+// Folds 16 positions at a time: each lane keeps its own state (a sum in double16 where sums
+// accumulate in double; for max and min NaN wins, as kiln_comb), and the lanes are folded into
+// the item's state in order at the end. Argmax and products keep the scalar loops.
+void OpenclDialect::vector_fold(source::Emitter& em, Dtype acc, const std::string& q0,
+                                const std::string& hi, const std::string& ind) {
+  const Kernel& k = kernel();
+  if (!caps_.cpu || !k.reduce || k.kept_axes() != k.ndim() - 1) return;
+  const ReduceOp op = k.reduce->op;
+  const int at = k.reduce->value, x = k.body[at].a;
+  if (op != ReduceOp::Sum && op != ReduceOp::Max && op != ReduceOp::Min) return;
+  if (k.body[x].dtype != float32 || (acc != float32 && acc != float64) || !vector_values(at))
+    return;
+  const std::string A = acc == float64 ? "double" : "float",
+                    il = "i" + std::to_string(k.ndim() - 1);
+  auto lanes = [&](const std::string& in, const std::string& target) {
+    em.out() << in << "const " << words().index << " " << il << " = " << q0 << ";\n";
+    vector_constants(em, in, true);
+    vec16 = true;
+    em.values(0, at, in);
+    vec16 = false;
+    std::string v = source::Emitter::v(x);
+    em.out() << in << target << (acc == float64 ? "convert_double16(" + v + ")" : v) << ";\n";
+  };
+  em.out() << ind << "if (" << q0 << " + 16 <= " << hi << ") {\n";
+  vector_constants(em, ind + "  ", false);
+  em.out() << ind << "  " << A << "16 va;\n" << ind << "  {\n";
+  lanes(ind + "    ", "va = ");
+  em.out() << ind << "  }\n";
+  em.out() << ind << "  for (" << q0 << " += 16; " << q0 << " + 16 <= " << hi << "; " << q0
+           << " += 16) {\n";
+  lanes(ind + "    ", "const " + A + "16 vb = ");
+  if (op == ReduceOp::Sum)
+    em.out() << ind << "    va = va + vb;\n";
+  else
+    em.out() << ind << "    va = select(va, vb, (isnan(vb) | (vb "
+             << (op == ReduceOp::Max ? ">" : "<") << " va)) & ~isnan(va));\n";
+  em.out() << ind << "  }\n";
+  em.out() << ind << "  " << A << " lane[16];\n" << ind << "  vstore16(va, 0, lane);\n";
+  em.out() << ind << "  for (int u = 0; u < 16; ++u) kiln_comb(&acc, &pos, &has, lane[u], 0, 1);\n";
+  em.out() << ind << "}\n";
 }
 
 }  // namespace kiln::opencl

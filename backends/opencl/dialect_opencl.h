@@ -34,18 +34,27 @@ class OpenclDialect : public source::WorkgroupDialect {
   std::string storage_type(Dtype d) const override;
   std::string unsigned_type(Dtype d) const override;
   // The float16 form (below) of an element-wise run on a CPU device.
-  void vector_run(source::Emitter& em) override;
+  void vector_run(source::Emitter& em, const std::string& ind) override;
+  // The float16 form of a CPU-device fold over one reduced axis: sums (in double16 where the
+  // sum accumulates in double), max and min of float32.
+  void vector_fold(source::Emitter& em, Dtype acc, const std::string& q0, const std::string& hi,
+                   const std::string& ind) override;
 
  private:
-  // A float32 kernel over one contiguous axis whose every load and store is at the point and
-  // whose every op OpenCL C defines on vectors (see vector_run).
+  // A float32 kernel whose loads are contiguous or constant along the last axis, whose stores
+  // are contiguous along it, and whose every op OpenCL C defines on vectors (see vector_run).
   bool vector_form() const;
+  // Whether values [0, end) have the float16 form: float32, loads contiguous or constant along
+  // the last axis, ops OpenCL C defines on vectors.
+  bool vector_values(int end) const;
+  // Emits the float16 constants (outside a vector loop) and their shadows (inside it).
+  void vector_constants(source::Emitter& em, const std::string& ind, bool shadows) const;
 
   std::string via_double(const std::string& expr_of_d, const std::string& a, Dtype d) const;
   std::string integer_binary(const Value& v, const std::string& a, const std::string& b);
 
   DeviceCaps caps_;
-  bool vec16 = false;  // writing the float16 form: values are 16 points at `g`
+  bool vec16 = false;  // writing the float16 form: values are 16 points along the last axis
 };
 
 }  // namespace kiln::opencl

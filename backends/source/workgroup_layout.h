@@ -38,9 +38,17 @@ class WorkgroupDialect : public Dialect {
   // The element type of a buffer of dtype d, and the unsigned type integer sums wrap in.
   virtual std::string storage_type(Dtype d) const = 0;
   virtual std::string unsigned_type(Dtype d) const = 0;
-  // On a CPU device, an element-wise run may first go several points at a time through the
-  // language's vector types: writes that loop (advancing `g0` toward `to`) where it applies.
-  virtual void vector_run(Emitter& em) { (void)em; }
+  // On a CPU device, an element-wise run goes in segments along the last axis; a segment may
+  // first go several points at a time through the language's vector types: writes that loop
+  // (advancing the linear index `g` and the last coordinate toward `stop`) where it applies.
+  virtual void vector_run(Emitter& em, const std::string& ind) { (void)em, (void)ind; }
+  // On a CPU device, a reduction over one axis may fold several positions at a time through
+  // vector types: writes a loop folding positions from `q0` (advanced) toward `hi` into the
+  // state `acc`/`pos`/`has` with kiln_comb, where it applies. `acc` is the state's dtype.
+  virtual void vector_fold(Emitter& em, Dtype acc, const std::string& q0, const std::string& hi,
+                           const std::string& ind) {
+    (void)em, (void)acc, (void)q0, (void)hi, (void)ind;
+  }
 };
 
 struct LayoutOptions {
