@@ -351,3 +351,72 @@ TEST(NativeOps, CompiledAndSavedMatchEager) {
   EXPECT_NE(text.find("cumsum("), std::string::npos) << text;
   EXPECT_NE(text.find("gather("), std::string::npos) << text;
 }
+
+namespace {
+
+// Values spread over the whole key: normal floats (every exponent near 1 and a tail towards 0,
+// so the radix's top-digit buckets range from one item to a tenth of the row) with NaN, -0 and
+// infinities sprinkled in; integers uniform over a range as wide as the dtype allows through
+// a double (64-bit: +-2^40, so their top digits are constant and skipped).
+Array random_wide(Dtype d, const Shape& shape, std::mt19937& rng) {
+  std::normal_distribution<double> normal(0, 3);
+  std::uniform_int_distribution<int> odd(0, 63);
+  double span = d.is_bool()     ? 1
+                : d.size() >= 8 ? std::ldexp(1.0, 40)
+                                : std::ldexp(1.0, 8 * d.size());
+  std::uniform_real_distribution<double> uni(0, span);
+  std::vector<double> v(shape_size(shape));
+  for (double& x : v) {
+    if (d.is_float()) {
+      x = normal(rng);
+      int o = odd(rng);
+      if (o == 0) x = NAN;
+      if (o == 1) x = -0.0;
+      if (o == 2) x = INFINITY;
+      if (o == 3) x = -INFINITY;
+    } else {
+      x = std::floor(uni(rng));
+      if (!d.is_unsigned()) x -= std::floor(span / 2);
+    }
+  }
+  return array(v, shape, d);
+}
+
+}  // namespace
+
+// Long rows on cpu with values over the whole key: the parallel radix split (2^15 elements and
+// more; its top-digit buckets both under and over the comparison-sort line), digits skipped,
+// the scans' fixed blocks and per-thread chunks with lengths that are not a multiple of a
+// vector (2^15 + 1, 3 * 2^15 - 1), strided and reversed rows; every dtype (~2 s).
+TEST(NativeOps, CpuLongRowsMatchReference) {
+  if (!test::backend_available("cpu")) GTEST_SKIP() << "no cpu backend";
+  std::vector<Layout> layouts = {
+      {{1 << 15}, 0}, {{(1 << 15) + 1}, 0}, {{3 * (1 << 15) - 1}, 0}, {{40001, 2}, 0}};
+  std::vector<std::pair<std::string, std::function<Array(const Array&, int)>>> cases = {
+      {"sort", [](const Array& x, int ax) { return sort(x, ax); }},
+      {"argsort", [](const Array& x, int ax) { return argsort(x, ax); }},
+      {"cumsum", [](const Array& x, int ax) { return cumsum(x, ax); }},
+      {"cumsum reverse exclusive",
+       [](const Array& x, int ax) { return cumsum(x, ax, true, false); }},
+      {"cummax", [](const Array& x, int ax) { return cummax(x, ax); }},
+      {"cummin reverse exclusive",
+       [](const Array& x, int ax) { return cummin(x, ax, true, false); }},
+  };
+  std::mt19937 rng(7);
+  for (const Layout& l : layouts) {
+    for (Dtype d : kDtypes) {
+      Array x = random_wide(d, l.shape, rng);
+      for (const auto& [name, f] : cases) {
+        SCOPED_TRACE(name + " " + d.name() + " n " + std::to_string(l.shape[0]));
+        auto on = [&](const char* where) {
+          StreamScope s(device(where));
+          Array r = f(x, l.axis);
+          eval(r);
+          return r;
+        };
+        bool exact = name.find("cumsum") == std::string::npos;
+        expect_close(on("cpu"), on("reference"), exact, l.shape[0]);
+      }
+    }
+  }
+}

@@ -2,9 +2,10 @@
 // integers flip the sign bit; floats flip all bits when negative and the sign bit otherwise,
 // -0 keys as +0 so the two tie as they compare, every NaN keys as the largest; descending
 // complements non-NaN keys, so NaN stays last). An LSD radix sort on 8-bit digits is stable,
-// so it gives the reference's order exactly. A long row splits into one chunk per thread with
-// per-chunk digit counts; passes whose digit is the same for every key are skipped. Values
-// are moved as their own bits (keys recomputed per pass), so -0 and NaN payloads survive.
+// so it gives the reference's order exactly. A long row is split by its top 11 bits across
+// threads (per-chunk counts), then each bucket sorted by LSD in cache; passes whose digit is
+// the same for every key are skipped, and the last pass writes the result in place. Values
+// are moved as their keys, a bijection of their bits, so -0 and NaN payloads survive.
 //
 // Scans: a long row is cut into one chunk per thread, each scanned from its carry, the fold of
 // fixed 8192-element block totals (summed by every thread) before it; float32/float64 sums
@@ -102,7 +103,7 @@ KeyFn<U> key_fn(Dtype d, bool descending, bool total) {
   return f;
 }
 
-// ---- radix sort of items by their keys (8-bit digits, stable)
+// ---- radix sort of items by their keys (stable)
 
 template <class U>
 struct Keyed {
@@ -118,78 +119,105 @@ U key_of(const Keyed<U>& k) {
   return k.key;
 }
 
-// LSD passes over digits 0 .. bits-1 of a[0, n), one thread; counts every digit in one read
-// and skips digits all keys share; `width` bits a digit (8 for rows in memory: more write
-// streams than that cost more than a pass; up to 11 for buckets in cache). Returns where the
-// result is.
-template <class Item>
-Item* lsd(Item* a, Item* tmp, int64_t n, int bits, int width = 8) {
-  int passes = (bits + width - 1) / width, buckets = 1 << width;
-  thread_local std::vector<int64_t> counts;
-  std::vector<int64_t>& count = counts;
-  count.assign(static_cast<size_t>(passes) * buckets, 0);
-  uint64_t mask = buckets - 1;
+// Counts digits 0 .. P-1 of the keys of a[0, n) into count (P tables of 2^width), the digits
+// of one key unrolled (a loop over a run-time number of digits costs twice as much here).
+template <int P, class Item>
+void count_digits(const Item* a, int64_t n, int width, uint32_t* count) {
+  uint64_t mask = (uint64_t(1) << width) - 1;
   for (int64_t i = 0; i < n; ++i) {
     uint64_t k = key_of(a[i]);
-    for (int p = 0; p < passes; ++p) ++count[p * buckets + ((k >> (width * p)) & mask)];
+    for (int p = 0; p < P; ++p) ++count[(p << width) + ((k >> (width * p)) & mask)];
   }
-  Item* src = a;
-  Item* dst = tmp;
+}
+
+// LSD passes over digits 0 .. bits-1 of a[0, n) (n < 2^32), one thread, ping-ponging between a
+// and tmp, the last pass handing each item to emit(position, item) instead of storing it (so a
+// row's final order is written once, where it belongs). Counts every digit in one read and
+// skips digits all keys share; `width` bits a digit (8 for rows in memory: more write streams
+// than that cost more than a pass; up to 11 for buckets in cache).
+template <class Item, class Emit>
+void lsd(Item* a, Item* tmp, int64_t n, int bits, int width, Emit emit) {
+  int passes = (bits + width - 1) / width, buckets = 1 << width;
+  thread_local std::vector<uint32_t> counts;
+  std::vector<uint32_t>& count = counts;
+  count.assign(static_cast<size_t>(passes) * buckets, 0);
+  uint64_t mask = buckets - 1;
+  switch (passes) {
+    case 1: count_digits<1>(a, n, width, count.data()); break;
+    case 2: count_digits<2>(a, n, width, count.data()); break;
+    case 3: count_digits<3>(a, n, width, count.data()); break;
+    default:
+      for (int64_t i = 0; i < n; ++i) {
+        uint64_t k = key_of(a[i]);
+        for (int p = 0; p < passes; ++p) ++count[p * buckets + ((k >> (width * p)) & mask)];
+      }
+  }
+  std::array<int, 64> need;
+  int needed = 0;
   for (int p = 0; p < passes; ++p) {
-    int64_t* c = count.data() + p * buckets;
-    if (std::any_of(c, c + buckets, [&](int64_t t) { return t == n; })) continue;
-    int64_t at = 0;
+    uint32_t* c = count.data() + p * buckets;
+    if (std::any_of(c, c + buckets, [&](uint32_t t) { return t == n; })) continue;
+    uint32_t at = 0;
     for (int b = 0; b < buckets; ++b) {
-      int64_t k = c[b];
+      uint32_t k = c[b];
       c[b] = at;
       at += k;
     }
-    int shift = width * p;
+    need[needed++] = p;
+  }
+  Item* src = a;
+  Item* dst = tmp;
+  for (int j = 0; j < needed; ++j) {
+    uint32_t* c = count.data() + need[j] * buckets;
+    int shift = width * need[j];
+    if (j + 1 == needed) {
+      for (int64_t i = 0; i < n; ++i) emit(c[(uint64_t(key_of(src[i])) >> shift) & mask]++, src[i]);
+      return;
+    }
     for (int64_t i = 0; i < n; ++i) dst[c[(uint64_t(key_of(src[i])) >> shift) & mask]++] = src[i];
     std::swap(src, dst);
   }
-  return src;
+  for (int64_t i = 0; i < n; ++i) emit(i, src[i]);
 }
 
 // Rows shorter than this take a stable comparison sort on the same keys.
 constexpr int64_t kRadixRow = 256;
 
-// Sorts the items make(0) .. make(n - 1) (n > 0) through a and tmp (n items each), and hands
-// each sorted run to finish(items, lo, count) (a run's items are positions lo.. of the sorted
-// row). A long row, when `parallel`: its top digit first, split across threads (the items made
-// and counted in one pass), then each top-digit bucket on its own (in parallel, each in cache).
-template <class Item, class Make, class Finish>
-void sort_items(Item* a, Item* tmp, int64_t n, int bits, bool parallel, Make make, Finish finish) {
+// Sorts the items make(0) .. make(n - 1) (0 < n < 2^32) through a and tmp (n items each), and
+// hands each item with its position in the sorted row to emit(position, item). A long row,
+// when `parallel`: its top 11 bits split it across threads (counted in one read of the row,
+// the items made again as they are moved, so a holds nothing), then each top-digit bucket is
+// sorted on its own, in parallel, ping-ponging with a per-thread scratch row that stays in
+// cache (float32 normal data: ~100K items the largest bucket).
+template <class Item, class Make, class Emit>
+void sort_items(Item* a, Item* tmp, int64_t n, int bits, bool parallel, Make make, Emit emit) {
   bool split = parallel && n >= kParallelRow && bits > 16;
   if (!split) {
     for (int64_t i = 0; i < n; ++i) a[i] = make(i);
+    if (n < kRadixRow) {
+      std::stable_sort(a, a + n,
+                       [](const Item& x, const Item& y) { return key_of(x) < key_of(y); });
+      for (int64_t i = 0; i < n; ++i) emit(i, a[i]);
+      return;
+    }
+    return lsd(a, tmp, n, bits, 8, emit);
   }
-  if (n < kRadixRow) {
-    std::stable_sort(a, a + n, [](const Item& x, const Item& y) { return key_of(x) < key_of(y); });
-    return finish(a, 0, n);
-  }
-  if (!split) return finish(lsd(a, tmp, n, bits), 0, n);
-  // The top 11 bits split the row into up to 2048 buckets that fit in cache (float32 normal
-  // data: ~150 KB the largest), each then sorted by 11-bit (or narrower) digits.
   constexpr int kTop = 11, kBuckets = 1 << kTop;
   int chunks = threads(), shift = bits - kTop;
   int passes = (shift + kTop - 1) / kTop, width = (shift + passes - 1) / passes;
-  std::vector<std::array<int64_t, kBuckets>> count(chunks);
+  std::vector<std::array<uint32_t, kBuckets>> count(chunks);
   auto bounds = [&](int c) { return std::make_pair(n * c / chunks, n * (c + 1) / chunks); };
   tbb::parallel_for(0, chunks, [&](int c) {
     auto [lo, hi] = bounds(c);
     count[c].fill(0);
-    for (int64_t i = lo; i < hi; ++i) {
-      a[i] = make(i);
-      ++count[c][(key_of(a[i]) >> shift) & (kBuckets - 1)];
-    }
+    for (int64_t i = lo; i < hi; ++i) ++count[c][(key_of(make(i)) >> shift) & (kBuckets - 1)];
   });
   std::vector<int64_t> start(kBuckets + 1);
-  int64_t at = 0;
+  uint32_t at = 0;
   for (int b = 0; b < kBuckets; ++b) {
     start[b] = at;
     for (int c = 0; c < chunks; ++c) {
-      int64_t k = count[c][b];
+      uint32_t k = count[c][b];
       count[c][b] = at;
       at += k;
     }
@@ -197,22 +225,29 @@ void sort_items(Item* a, Item* tmp, int64_t n, int bits, bool parallel, Make mak
   start[kBuckets] = n;
   tbb::parallel_for(0, chunks, [&](int c) {
     auto [lo, hi] = bounds(c);
-    std::array<int64_t, kBuckets>& off = count[c];
-    for (int64_t i = lo; i < hi; ++i) tmp[off[(key_of(a[i]) >> shift) & (kBuckets - 1)]++] = a[i];
+    std::array<uint32_t, kBuckets>& off = count[c];
+    for (int64_t i = lo; i < hi; ++i) {
+      Item it = make(i);
+      tmp[off[(key_of(it) >> shift) & (kBuckets - 1)]++] = it;
+    }
   });
   tbb::parallel_for(0, kBuckets, [&](int b) {
     int64_t lo = start[b], k = start[b + 1] - lo;
     if (k == 0) return;
+    auto at_lo = [&](int64_t i, const Item& it) { emit(lo + i, it); };
     if (k < kRadixRow) {
       std::stable_sort(tmp + lo, tmp + lo + k,
                        [](const Item& x, const Item& y) { return key_of(x) < key_of(y); });
-      return finish(tmp + lo, lo, k);
+      for (int64_t i = 0; i < k; ++i) at_lo(i, tmp[lo + i]);
+      return;
     }
     // Digits no wider than the bucket is long (a small bucket's counts would cost more than
     // its keys).
+    thread_local std::vector<Item> scratch_tl;
+    std::vector<Item>& scratch = scratch_tl;
+    if (static_cast<int64_t>(scratch.size()) < k) scratch.resize(k);
     int w = std::clamp(static_cast<int>(std::bit_width(static_cast<uint64_t>(k))) - 2, 4, width);
-    Item* r = lsd(tmp + lo, a + lo, k, shift, std::min(w, shift));
-    finish(r, lo, k);
+    lsd(tmp + lo, scratch.data(), k, shift, std::min(w, shift), at_lo);
   });
 }
 
@@ -255,9 +290,7 @@ void sort_typed(const NativeArgs& a) {
         return Keyed<U>{key(row[i * a.inner]), static_cast<uint32_t>(i)};
       };
       sort_items(items.data(), tmp.data(), a.n, bits, parallel, make,
-                 [&](const Keyed<U>* r, int64_t lo, int64_t k) {
-                   for (int64_t i = 0; i < k; ++i) dst[(lo + i) * a.inner] = r[i].index;
-                 });
+                 [&](int64_t i, const Keyed<U>& it) { dst[i * a.inner] = it.index; });
     });
     return;
   }
@@ -273,9 +306,7 @@ void sort_typed(const NativeArgs& a) {
     U* dst = out + o * a.n * a.inner + q;
     auto make = [&](int64_t i) { return key(row[i * a.inner]); };
     sort_items(keys.data(), tmp.data(), a.n, bits, parallel, make,
-               [&](const U* r, int64_t lo, int64_t k) {
-                 for (int64_t i = 0; i < k; ++i) dst[(lo + i) * a.inner] = key.bits(r[i]);
-               });
+               [&](int64_t i, U k) { dst[i * a.inner] = key.bits(k); });
   });
 }
 
