@@ -4,7 +4,7 @@
 // complements non-NaN keys, so NaN stays last). An LSD radix sort on 8-bit digits is stable,
 // so it gives the reference's order exactly. A long row is split by its top 11 bits across
 // threads (per-chunk counts), then each bucket sorted by LSD in cache; passes whose digit is
-// the same for every key are skipped, and the last pass writes the result in place. Values
+// the same for every key are skipped. Values
 // are moved as their keys, a bijection of their bits, so -0 and NaN payloads survive.
 //
 // Scans: a long row is cut into one chunk per thread, each scanned from its carry, the fold of
@@ -131,12 +131,13 @@ void count_digits(const Item* a, int64_t n, int width, uint32_t* count) {
 }
 
 // LSD passes over digits 0 .. bits-1 of a[0, n) (n < 2^32), one thread, ping-ponging between a
-// and tmp, the last pass handing each item to emit(position, item) instead of storing it (so a
-// row's final order is written once, where it belongs). Counts every digit in one read and
-// skips digits all keys share; `width` bits a digit (8 for rows in memory: more write streams
-// than that cost more than a pass; up to 11 for buckets in cache).
-template <class Item, class Emit>
-void lsd(Item* a, Item* tmp, int64_t n, int bits, int width, Emit emit) {
+// and tmp; returns where the result is. Counts every digit in one read and skips digits all
+// keys share; `width` bits a digit (8 for rows in memory: more write streams than that cost
+// more than a pass; up to 11 for buckets in cache). The result is then read in order by the
+// caller: writing it straight to a cold output from the last pass's scattered stores was
+// slower than this extra, sequential pass.
+template <class Item>
+Item* lsd(Item* a, Item* tmp, int64_t n, int bits, int width) {
   int passes = (bits + width - 1) / width, buckets = 1 << width;
   thread_local std::vector<uint32_t> counts;
   std::vector<uint32_t>& count = counts;
@@ -152,8 +153,8 @@ void lsd(Item* a, Item* tmp, int64_t n, int bits, int width, Emit emit) {
         for (int p = 0; p < passes; ++p) ++count[p * buckets + ((k >> (width * p)) & mask)];
       }
   }
-  std::array<int, 64> need;
-  int needed = 0;
+  Item* src = a;
+  Item* dst = tmp;
   for (int p = 0; p < passes; ++p) {
     uint32_t* c = count.data() + p * buckets;
     if (std::any_of(c, c + buckets, [&](uint32_t t) { return t == n; })) continue;
@@ -163,21 +164,11 @@ void lsd(Item* a, Item* tmp, int64_t n, int bits, int width, Emit emit) {
       c[b] = at;
       at += k;
     }
-    need[needed++] = p;
-  }
-  Item* src = a;
-  Item* dst = tmp;
-  for (int j = 0; j < needed; ++j) {
-    uint32_t* c = count.data() + need[j] * buckets;
-    int shift = width * need[j];
-    if (j + 1 == needed) {
-      for (int64_t i = 0; i < n; ++i) emit(c[(uint64_t(key_of(src[i])) >> shift) & mask]++, src[i]);
-      return;
-    }
+    int shift = width * p;
     for (int64_t i = 0; i < n; ++i) dst[c[(uint64_t(key_of(src[i])) >> shift) & mask]++] = src[i];
     std::swap(src, dst);
   }
-  for (int64_t i = 0; i < n; ++i) emit(i, src[i]);
+  return src;
 }
 
 // Rows shorter than this take a stable comparison sort on the same keys.
@@ -188,7 +179,7 @@ constexpr int64_t kRadixRow = 256;
 // when `parallel`: its top 11 bits split it across threads (counted in one read of the row,
 // the items made again as they are moved, so a holds nothing), then each top-digit bucket is
 // sorted on its own, in parallel, ping-ponging with a per-thread scratch row that stays in
-// cache (float32 normal data: ~100K items the largest bucket).
+// cache (float32 normal data: ~100K items the largest bucket), and handed over in order.
 template <class Item, class Make, class Emit>
 void sort_items(Item* a, Item* tmp, int64_t n, int bits, bool parallel, Make make, Emit emit) {
   bool split = parallel && n >= kParallelRow && bits > 16;
@@ -200,7 +191,9 @@ void sort_items(Item* a, Item* tmp, int64_t n, int bits, bool parallel, Make mak
       for (int64_t i = 0; i < n; ++i) emit(i, a[i]);
       return;
     }
-    return lsd(a, tmp, n, bits, 8, emit);
+    Item* r = lsd(a, tmp, n, bits, 8);
+    for (int64_t i = 0; i < n; ++i) emit(i, r[i]);
+    return;
   }
   constexpr int kTop = 11, kBuckets = 1 << kTop;
   int chunks = threads(), shift = bits - kTop;
@@ -247,7 +240,8 @@ void sort_items(Item* a, Item* tmp, int64_t n, int bits, bool parallel, Make mak
     std::vector<Item>& scratch = scratch_tl;
     if (static_cast<int64_t>(scratch.size()) < k) scratch.resize(k);
     int w = std::clamp(static_cast<int>(std::bit_width(static_cast<uint64_t>(k))) - 2, 4, width);
-    lsd(tmp + lo, scratch.data(), k, shift, std::min(w, shift), at_lo);
+    Item* r = lsd(tmp + lo, scratch.data(), k, shift, std::min(w, shift));
+    for (int64_t i = 0; i < k; ++i) at_lo(i, r[i]);
   });
 }
 
