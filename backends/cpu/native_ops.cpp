@@ -53,39 +53,39 @@ enum class KeyKind { Unsigned, Signed, Float };
 template <class U>
 struct KeyFn {
   KeyKind kind = KeyKind::Unsigned;
-  bool descending = false, total = false;
-  U inf = 0;  // Float: the bits of +inf (anything above, without the sign, is NaN)
-  static constexpr U sign = U(1) << (8 * sizeof(U) - 1);
+  bool total = false;
+  U inf = 0;   // Float: the bits of +inf (anything above, without the sign, is NaN)
+  U flip = 0;  // xored into every non-NaN key: the sign bit for Signed, ~0 more when descending
+  static constexpr int top = 8 * sizeof(U) - 1;
+  static constexpr U sign = U(1) << top;
+  // Branch-free but for NaN and (argsort) zeros: this runs twice per element in a long row.
   U operator()(U b) const {
-    U k;
     if (kind == KeyKind::Float) {
       U mag = b & U(~sign);
-      if (mag > inf) return total ? U(mag | sign) : U(~U(0));  // NaN: last both ways
-      if (!total && mag == 0)
-        k = sign;
-      else
-        k = (b & sign) ? U(~b) : U(b | sign);
-    } else {
-      k = kind == KeyKind::Signed ? U(b ^ sign) : b;
+      if (mag > inf) [[unlikely]]
+        return total ? U(mag | sign) : U(~U(0));  // NaN: last both ways
+      if (!total && mag == 0) b = 0;
+      U negative = U(U(0) - U(b >> top));  // all ones for a negative value
+      return U(b ^ (negative | sign) ^ flip);
     }
-    return descending ? U(~k) : k;
+    return U(b ^ flip);
   }
   // The element bits of a `total` key.
   U bits(U k) const {
     if (kind == KeyKind::Float) {
-      if (k > U(inf | sign)) return U(k ^ sign);  // NaN (a canonical positive sign)
-      if (descending) k = U(~k);
-      return (k & sign) ? U(k ^ sign) : U(~k);
+      if (k > U(inf | sign)) [[unlikely]]
+        return U(k ^ sign);  // NaN (a canonical positive sign)
+      k ^= flip;
+      U positive = U(U(0) - U(k >> top));  // all ones when the key's top bit is set
+      return U(k ^ (U(~positive) | sign));
     }
-    if (descending) k = U(~k);
-    return kind == KeyKind::Signed ? U(k ^ sign) : k;
+    return U(k ^ flip);
   }
 };
 
 template <class U>
 KeyFn<U> key_fn(Dtype d, bool descending, bool total) {
   KeyFn<U> f;
-  f.descending = descending;
   f.total = total;
   if (d.is_float()) {
     f.kind = KeyKind::Float;
@@ -99,7 +99,9 @@ KeyFn<U> key_fn(Dtype d, bool descending, bool total) {
       f.inf = U(0x7FF0000000000000ull);
   } else if (d.is_int() && !d.is_unsigned()) {
     f.kind = KeyKind::Signed;
+    f.flip = KeyFn<U>::sign;
   }
+  if (descending) f.flip = U(~f.flip);
   return f;
 }
 
@@ -219,10 +221,13 @@ void sort_items(Item* a, Item* tmp, int64_t n, int bits, bool parallel, Make mak
   tbb::parallel_for(0, chunks, [&](int c) {
     auto [lo, hi] = bounds(c);
     std::array<uint32_t, kBuckets>& off = count[c];
-    for (int64_t i = lo; i < hi; ++i) {
-      Item it = make(i);
-      tmp[off[(key_of(it) >> shift) & (kBuckets - 1)]++] = it;
+    auto put = [&](const Item& it) { tmp[off[(key_of(it) >> shift) & (kBuckets - 1)]++] = it; };
+    int64_t i = lo;
+    for (; i + 4 <= hi; i += 4) {  // four keys made ahead of their stores: ~10% here
+      Item i0 = make(i), i1 = make(i + 1), i2 = make(i + 2), i3 = make(i + 3);
+      put(i0), put(i1), put(i2), put(i3);
     }
+    for (; i < hi; ++i) put(make(i));
   });
   tbb::parallel_for(0, kBuckets, [&](int b) {
     int64_t lo = start[b], k = start[b + 1] - lo;
