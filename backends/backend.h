@@ -81,6 +81,10 @@ struct NativeArgs {
   // distributed/. Buffers {in, out} ({out} for Recv) of n and m elements.
   ReduceOp reduce = ReduceOp::Sum;
   int group = 0, peer = -1;
+  // Send and Recv of a cut edge (placement on ranks): edge + 1, the message's tag; buffers {in}
+  // of n elements (Send: it writes nothing) or {out} of m. 0: a collective or the user's send
+  // and recv.
+  int tag = 0;
   std::vector<Buffer*> buffers;
   int64_t out_elements() const { return outer * inner * (op == Op::Gather ? m : n); }
 };

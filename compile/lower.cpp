@@ -9,6 +9,7 @@
 #include "compile/fuse.h"
 #include "compile/graph_walk.h"
 #include "compile/view.h"
+#include "distributed/group.h"
 #include "graph/array_node.h"
 
 namespace kiln {
@@ -52,15 +53,23 @@ class Lowering {
       if (leaf(*a.node()) && (stops.count(a.node().get()) || outs.count(a.node().get()) ||
                               buffers_read.count(a.node().get()) || !host_scalar(*a.node())))
         add_input(a);
-    std::function<bool(const ArrayNode&, const ArrayNode&)> same_lane =
-        [&](const ArrayNode& a, const ArrayNode& b) { return lane_spec(a) == lane_spec(b); };
+    std::function<bool(const ArrayNode&, const ArrayNode&)> same_lane = [&](const ArrayNode& a,
+                                                                            const ArrayNode& b) {
+      return lane_spec(a) == lane_spec(b) && node_rank(a) == node_rank(b);
+    };
+    for (const Array& a : order)
+      if (!leaf(*a.node()) && node_rank(*a.node()) >= 0) placed_ = true;
+    if (placed_) {  // only then: a plan without placement on ranks never starts the world
+      distributed::Group world = distributed::init();
+      me_ = world.rank(), ranks_ = world.size();
+    }
     FusionOptions fo;
     fo.fuse = opts_.fuse;
     fo.runtime_dims = opts_.runtime_dims;
     std::vector<FusedStep> steps = fuse(order, outputs, leaf, same_lane, fo);
     result_.plan.reserve(steps.size() + 8, order.size() + 8);  // copies may add a few
     for (FusedStep& step : steps) add_step(step);
-    for (const Array& out : outputs) result_.plan.add_output(info_.at(out.node().get()).slot);
+    for (const Array& out : outputs) add_output(*out.node());
     result_.plan.finalize();
     if (opts_.state_inputs > 0) {
       int end = static_cast<int>(stop.size());
@@ -87,9 +96,125 @@ class Lowering {
     info_[n] = ni;
   }
 
+  // The plan's lane for `n`: its stream on this rank's device (a rank placement decides which
+  // rank runs the node, node_rank, not the lane).
   LaneSpec lane_spec(const ArrayNode& n) const {
-    if (opts_.eager) return {StreamOrigin::Explicit, n.stream.stream};
-    return {n.stream.origin, n.stream.stream};
+    Stream s = n.stream.stream;
+    s.device = s.device.local();
+    if (opts_.eager) return {StreamOrigin::Explicit, s};
+    return {n.stream.origin, s};
+  }
+
+  // The rank a node is placed on, -1 for every rank. A traced node's Default stream is the
+  // caller's, resolved per call (the executor refuses a rank there).
+  int node_rank(const ArrayNode& n) const {
+    if (!opts_.eager && n.stream.origin == StreamOrigin::Default) return -1;
+    return n.stream.stream.device.rank;
+  }
+
+  // --- placement on ranks ------------------------------------------------------------------
+  // Every rank lowers the same graph and sees every step: it runs the steps placed on it or on
+  // every rank, and for each edge from a step on rank a to a step on another rank (or on every
+  // rank) inserts a Send on rank a and a Recv on the reader's rank, where a copy between devices
+  // would go. Edges are numbered in the steps' order, the same on every rank: the messages'
+  // tags.
+
+  int owner(const ArrayNode* n) const {
+    auto it = owners_.find(n);
+    return it == owners_.end() ? -1 : it->second;
+  }
+
+  static std::vector<const ArrayNode*> step_reads(const FusedStep& step) {
+    std::vector<const ArrayNode*> reads;
+    if (step.library) {
+      for (const Array& in : step.library->inputs) reads.push_back(in.node().get());
+    } else {
+      for (size_t b = 0; b < step.buffers.size(); ++b)
+        if (!step.kernel->buffers[b].output) reads.push_back(step.buffers[b]);
+    }
+    return reads;
+  }
+
+  static std::vector<const ArrayNode*> step_writes(const FusedStep& step) {
+    if (step.library) return {step.library};
+    std::vector<const ArrayNode*> w;
+    for (size_t b = 0; b < step.buffers.size(); ++b)
+      if (step.kernel->buffers[b].output) w.push_back(step.buffers[b]);
+    return w;
+  }
+
+  // Numbers the step's cut edges and, for the values this rank owns, adds their Sends.
+  void cut_edges(const FusedStep& step, int rank) {
+    for (const ArrayNode* x : step_reads(step)) {
+      int from = owner(x);
+      if (from < 0 || from == rank) continue;
+      for (int to = 0; to < ranks_; ++to) {
+        if (to == from || (rank >= 0 && to != rank)) continue;
+        auto [it, fresh] = edges_.emplace(std::make_pair(x, to), static_cast<int>(edges_.size()));
+        if (fresh && from == me_) add_send(*x, to, it->second);
+      }
+    }
+    if (rank >= 0)
+      for (const ArrayNode* n : step_writes(step)) owners_[n] = rank;
+  }
+
+  static NativeArgs message(const ArrayNode& x, Op op, int peer, int edge) {
+    NativeArgs a;
+    a.op = op;
+    a.dtype = x.dtype;
+    a.n = op == Op::Send ? shape_size(x.shape) : 0;
+    a.m = shape_size(x.shape);
+    a.peer = peer;
+    a.tag = edge + 1;
+    return a;
+  }
+
+  void add_send(const ArrayNode& x, int to, int edge) {
+    const NodeInfo& xi = info_.at(&x);
+    Task t;
+    t.kind = TaskKind::Native;
+    t.name = "send to rank " + std::to_string(to);
+    t.lane = xi.lane;
+    t.slots = {xi.slot};
+    t.deps = xi.producers;
+    t.native = message(x, Op::Send, to, edge);
+    result_.plan.add_task(std::move(t));
+  }
+
+  // `n`, computed on another rank, arrives here on `lane` the first time a step reads it.
+  void add_recv(const ArrayNode& n, int lane) {
+    int from = owner(&n);
+    Slot s;
+    s.dtype = n.dtype;
+    s.elements = shape_size(n.shape);
+    s.lane = lane;
+    NodeInfo ni;
+    ni.lane = lane;
+    ni.slot = result_.plan.add_slot(s);
+    Task t;
+    t.kind = TaskKind::Native;
+    t.name = "recv from rank " + std::to_string(from);
+    t.lane = lane;
+    t.slots = {ni.slot};
+    t.native = message(n, Op::Recv, from, edges_.at(std::make_pair(&n, me_)));
+    ni.producers.push_back(result_.plan.add_task(std::move(t)));
+    info_[&n] = ni;
+  }
+
+  // An output computed on another rank: a slot nothing writes, and the rank to name.
+  void add_output(const ArrayNode& n) {
+    int rank = owner(&n);
+    if (rank < 0 || rank == me_) {
+      result_.plan.add_output(info_.at(&n).slot);
+      if (placed_) result_.plan.output_ranks.push_back(-1);
+      return;
+    }
+    Slot s;
+    s.dtype = n.dtype;
+    s.elements = 0;
+    s.lane = -1;
+    result_.plan.add_output(result_.plan.add_slot(s));
+    result_.plan.output_ranks.push_back(rank);
   }
 
   Device lane_device(int lane) const { return result_.plan.lanes()[lane].stream.device; }
@@ -113,6 +238,10 @@ class Lowering {
   // The slot a task on `lane` reads `x` from, inserting a copy task when needed.
   int read(const ArrayNode* n, int lane, std::vector<int>& deps) {
     auto found = info_.find(n);
+    if (found == info_.end() && owner(n) >= 0 && owner(n) != me_) {
+      add_recv(*n, lane);
+      found = info_.find(n);
+    }
     if (found == info_.end())
       throw_error("internal: lowering reads ", op_name(n->op), " of shape ", n->shape,
                   " before anything produced it");
@@ -159,6 +288,13 @@ class Lowering {
   }
 
   void add_step(FusedStep& step) {
+    int rank = placed_ ? node_rank(*step.lane_node) : -1;
+    if (rank >= ranks_)
+      throw_error(
+          "placement on ranks: ", primitive_name(step.lane_node->op, step.lane_node->params),
+          " is placed on rank ", rank, ", outside the world group of ", ranks_, " ranks");
+    if (placed_) cut_edges(step, rank);
+    if (rank >= 0 && rank != me_) return;  // another rank's part
     int lane = result_.plan.add_lane(lane_spec(*step.lane_node));
     Task t;
     t.lane = lane;
@@ -264,6 +400,10 @@ class Lowering {
 
   LowerOptions opts_;
   LoweredGraph result_;
+  bool placed_ = false;  // some node is placed on a rank
+  int me_ = 0, ranks_ = 1;
+  std::unordered_map<const ArrayNode*, int> owners_;       // nodes placed on a rank
+  std::map<std::pair<const ArrayNode*, int>, int> edges_;  // (value, reader rank) -> edge
   std::unordered_map<const ArrayNode*, NodeInfo> info_;
   std::map<std::pair<const ArrayNode*, int>, std::pair<int, int>> copies_;  // -> (slot, task)
 };

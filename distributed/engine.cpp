@@ -1,7 +1,10 @@
 // The groups and their communication lanes (distributed/engine.h): a table of groups, and one
-// progress thread that issues each group's posted work in position order and completes it.
+// progress thread that issues each sequence's posted work (a group's collectives, a cut edge's
+// messages) in position order and completes it.
 #include "distributed/engine.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -11,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "backends/host_event.h"
@@ -34,6 +38,8 @@ struct Item {
   std::vector<unsigned char> result;  // host memory for a device output
   Buffer* device_out = nullptr;       // written from `result` when the work completes
   size_t out_bytes = 0;
+  int64_t expect = -1;  // a cut edge's Recv: the bytes a message of a computed value has
+  int from = -1;        // ... and the rank it comes from
   std::shared_ptr<HostEvent> event;
   std::unique_ptr<Request> request;
 };
@@ -41,13 +47,25 @@ struct Item {
 class Engine;
 Engine& engine();
 
+// Work issued in position order: positions are reserved at each call's start, and position k
+// is issued once k - 1 was, whenever their tasks become ready.
+struct Sequence {
+  uint64_t reserved = 0, issued = 0;
+  std::map<uint64_t, std::unique_ptr<Item>> posted;
+};
+
 struct GroupState {
   int comm = 0;
   int rank = 0, size = 1;
-  uint64_t reserved = 0, issued = 0;
-  std::map<uint64_t, std::unique_ptr<Item>> posted;
+  Sequence order;  // the group's collectives, splits and the user's send and recv
+  std::map<std::tuple<int, int, bool>, Sequence> edges;  // (peer, tag, send): a cut edge's
   std::string broken;  // why the group can no longer run collectives
+  Sequence& sequence(const Channel& c) {
+    return c.tag == 0 ? order : edges[std::make_tuple(c.peer, c.tag, c.send)];
+  }
 };
+
+std::atomic<uint64_t> g_edge_sends{0}, g_edge_recvs{0};
 
 class Engine {
  public:
@@ -106,25 +124,26 @@ class Engine {
     };
     item->event = std::make_shared<HostEvent>();
     auto ev = item->event;
-    post(parent, reserve(parent, 1), std::move(item));
+    Channel c{parent};
+    post(c, reserve(c, 1), std::move(item));
     ev->wait();
     std::lock_guard<std::mutex> lock(mu_);
     groups_.push_back(std::move(*made));
     return static_cast<int>(groups_.size()) - 1;
   }
 
-  uint64_t reserve(int id, int n) {
+  uint64_t reserve(const Channel& c, int n) {
     std::lock_guard<std::mutex> lock(mu_);
-    GroupState& g = state(id);
-    uint64_t base = g.reserved;
-    g.reserved += static_cast<uint64_t>(n);
+    Sequence& s = state(c.group).sequence(c);
+    uint64_t base = s.reserved;
+    s.reserved += static_cast<uint64_t>(n);
     return base;
   }
 
-  void post(int id, uint64_t position, std::unique_ptr<Item> item) {
+  void post(const Channel& c, uint64_t position, std::unique_ptr<Item> item) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      state(id).posted[position] = std::move(item);
+      state(c.group).sequence(c).posted[position] = std::move(item);
     }
     cv_.notify_one();
   }
@@ -141,7 +160,10 @@ class Engine {
     bool clean = true;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      for (auto& g : groups_) clean = clean && g->broken.empty() && g->posted.empty();
+      for (auto& g : groups_) {
+        clean = clean && g->broken.empty() && g->order.posted.empty();
+        for (auto& [key, seq] : g->edges) clean = clean && seq.posted.empty();
+      }
       stop_ = true;
     }
     cv_.notify_all();
@@ -171,12 +193,18 @@ class Engine {
     return *groups_[id];
   }
 
-  // Moves every group's next positions, in order, out of `posted`.
+  static bool has_next(const Sequence& s) {
+    return !s.posted.empty() && s.posted.begin()->first == s.issued;
+  }
+
+  // Moves every sequence's next positions, in order, out of `posted`. A skipped collective
+  // breaks its group; a cut edge's messages never skip (a failed value is sent as a failure).
   std::vector<std::unique_ptr<Item>> issuable() {
     std::vector<std::unique_ptr<Item>> out;
     for (auto& g : groups_) {
-      for (auto it = g->posted.begin(); it != g->posted.end() && it->first == g->issued;
-           it = g->posted.erase(it), ++g->issued) {
+      Sequence& s = g->order;
+      for (auto it = s.posted.begin(); it != s.posted.end() && it->first == s.issued;
+           it = s.posted.erase(it), ++s.issued) {
         Item& item = *it->second;
         if (item.skip && g->broken.empty())
           g->broken =
@@ -185,11 +213,43 @@ class Engine {
           item.skip = true, item.why = g->broken;
         out.push_back(std::move(it->second));
       }
+      for (auto& [key, e] : g->edges)
+        for (auto it = e.posted.begin(); it != e.posted.end() && it->first == e.issued;
+             it = e.posted.erase(it), ++e.issued)
+          out.push_back(std::move(it->second));
     }
     return out;
   }
 
+  bool anything_issuable() const {
+    for (auto& g : groups_) {
+      if (has_next(g->order)) return true;
+      for (auto& [key, e] : g->edges)
+        if (has_next(e)) return true;
+    }
+    return false;
+  }
+
+  // A cut edge's message shorter or longer than its value: the sender's value failed, and the
+  // message holds why (distributed/engine.h).
+  static void check_edge_message(Item& item) {
+    int64_t got = item.request->received();
+    if (item.expect < 0 || got == item.expect) return;
+    const char* text = static_cast<const char*>(item.work.out);
+    std::string why(text, text + std::min<int64_t>(got, item.expect));
+    if (item.expect == 0) why = "(no room for the reason in an empty value)";
+    throw_error("placement on ranks: rank ", item.from, " could not compute the value it sends ",
+                "here: ", why);
+  }
+
   static void finish(Item& item, std::exception_ptr e) {
+    if (!e && item.request && item.work.op == Op::Recv) {
+      try {
+        check_edge_message(item);
+      } catch (...) {
+        e = std::current_exception();
+      }
+    }
     if (!e && item.device_out) {
       try {
         item.device_out->write(item.result.data(), 0, item.out_bytes);
@@ -207,13 +267,7 @@ class Engine {
       std::vector<std::unique_ptr<Item>> now;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (active_.empty())
-          cv_.wait(lock, [&] {
-            if (stop_) return true;
-            for (auto& g : groups_)
-              if (!g->posted.empty() && g->posted.begin()->first == g->issued) return true;
-            return false;
-          });
+        if (active_.empty()) cv_.wait(lock, [&] { return stop_ || anything_issuable(); });
         now = issuable();
         if (stop_ && now.empty() && active_.empty()) return;
         // At shutdown, only work already issued is finished: a broken group's posted work
@@ -238,6 +292,7 @@ class Engine {
             continue;
           }
           item->request = transport_->start(item->work);
+          if (item->work.tag > 0) (item->work.op == Op::Send ? g_edge_sends : g_edge_recvs)++;
           active_.push_back(std::move(item));
         } catch (...) {
           finish(*item, std::current_exception());
@@ -295,20 +350,63 @@ int group_rank(int id) { return engine().group(id).rank; }
 int group_size(int id) { return engine().group(id).size; }
 }  // namespace detail
 
-uint64_t reserve_positions(int group, int n) { return engine().reserve(group, n); }
+bool Channel::operator<(const Channel& o) const {
+  return std::tie(group, peer, tag, send) < std::tie(o.group, o.peer, o.tag, o.send);
+}
 
-void skip_position(int group, uint64_t position, const std::string& why) {
-  if (detail::group_size(group) == 1) return;
+Channel channel_of(const NativeArgs& a) {
+  if (a.tag == 0) return Channel{a.group};
+  return Channel{a.group, a.peer, a.tag, a.op == Op::Send};
+}
+
+uint64_t reserve_positions(const Channel& c, int n) { return engine().reserve(c, n); }
+
+MessageCounts message_counts() { return {g_edge_sends.load(), g_edge_recvs.load()}; }
+
+namespace {
+
+// A cut edge's message for a value that failed (its input failed, the call was cancelled):
+// the receiver is waiting, so it gets a message of another length than the value's, holding
+// the reason. A Recv that will not run still takes its message, so the sender completes.
+std::unique_ptr<Item> failed_edge_message(const NativeArgs& a, const GroupState& g,
+                                          const std::string& why) {
+  auto item = std::make_unique<Item>();
+  Work& w = item->work;
+  w.op = a.op, w.dtype = uint8, w.comm = g.comm, w.peer = a.peer, w.tag = a.tag;
+  int64_t bytes = (a.op == Op::Send ? a.n : a.m) * static_cast<int64_t>(a.dtype.size());
+  if (a.op == Op::Send) {
+    std::string text = "rank " + std::to_string(g.rank) + ": " + why;
+    size_t len = bytes == 0 ? 1 : std::min(text.size(), static_cast<size_t>(bytes - 1));
+    item->staged.assign(text.begin(), text.begin() + static_cast<long>(std::min(len, text.size())));
+    item->staged.resize(len);
+    w.in = item->staged.data();
+    w.count = static_cast<int64_t>(len);
+  } else {
+    item->result.resize(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+    w.out = item->result.data();
+    w.count = static_cast<int64_t>(item->result.size());
+  }
+  return item;
+}
+
+}  // namespace
+
+void skip_position(const NativeArgs& a, uint64_t position, const std::string& why) {
+  if (detail::group_size(a.group) == 1) return;
+  Channel c = channel_of(a);
+  if (a.tag > 0)
+    return engine().post(c, position, failed_edge_message(a, engine().group(a.group), why));
   auto item = std::make_unique<Item>();
   item->skip = true;
   item->why = why;
-  engine().post(group, position, std::move(item));
+  engine().post(c, position, std::move(item));
 }
 
 EventPtr start_collective(const NativeArgs& a, uint64_t position) {
   GroupState& g = engine().group(a.group);
+  bool edge = a.tag > 0;
   Buffer* in = a.op == Op::Recv ? nullptr : a.buffers.at(0);
-  Buffer* out = a.buffers.back();
+  Buffer* out = edge && a.op == Op::Send ? nullptr : a.buffers.back();
   size_t in_bytes = static_cast<size_t>(a.n) * a.dtype.size();
   size_t out_bytes = static_cast<size_t>(a.m) * a.dtype.size();
   detail::check_extents(a, g.size);
@@ -323,7 +421,14 @@ EventPtr start_collective(const NativeArgs& a, uint64_t position) {
   auto item = std::make_unique<Item>();
   Work& w = item->work;
   w.op = a.op, w.reduce = a.reduce, w.dtype = a.dtype, w.comm = g.comm, w.peer = a.peer;
+  w.tag = a.tag;
   w.count = a.op == Op::Recv ? a.m : a.n;
+  if (edge) {  // bytes: a message of another length says the value failed (failed_edge_message)
+    w.dtype = uint8;
+    w.count = static_cast<int64_t>(a.op == Op::Recv ? out_bytes : in_bytes);
+    item->expect = a.op == Op::Recv ? static_cast<int64_t>(out_bytes) : -1;
+    item->from = a.peer;
+  }
   if (in) {
     if (void* p = in->host_ptr()) {
       w.in = p;
@@ -333,7 +438,12 @@ EventPtr start_collective(const NativeArgs& a, uint64_t position) {
       w.in = item->staged.data();
     }
   }
-  if (a.op == Op::Send) {  // send's value is its input: copied now, before the message goes
+  if (edge && a.op == Op::Recv && out_bytes == 0) {  // room for a failure message
+    item->result.resize(1);
+    w.out = item->result.data();
+    w.count = 1;
+  } else if (!out) {
+  } else if (a.op == Op::Send) {  // send's value is its input: copied now, before the message goes
     if (out->host_ptr())
       std::memcpy(out->host_ptr(), w.in, in_bytes);
     else
@@ -348,7 +458,7 @@ EventPtr start_collective(const NativeArgs& a, uint64_t position) {
   }
   item->event = std::make_shared<HostEvent>();
   EventPtr ev = item->event;
-  engine().post(a.group, position, std::move(item));
+  engine().post(channel_of(a), position, std::move(item));
   return ev;
 }
 

@@ -5,9 +5,31 @@
 #include "distributed/group.h"
 #include "distributed/internal.h"
 #include "distributed/transport.h"
+#include "graph/device_hooks.h"
 #include "graph/error.h"
 
 namespace kiln::distributed {
+
+namespace {
+
+// A device on rank r (placement on ranks, graph/device.h) needs a world of more than r ranks.
+void check_rank(const Device& d) {
+  int size = detail::group_size(0);
+  if (d.rank < size) return;
+  throw_error("device ", d, ": rank ", d.rank, " is outside the world group of ", size,
+              size == 1 ? " rank" : " ranks", " (ranks 0..", size - 1, "; ",
+              is_available() ? "start more with mpiexec -n N"
+                             : "this Kiln was built without MPI: install openmpi-bin "
+                               "libopenmpi-dev and configure again",
+              ")");
+}
+
+[[maybe_unused]] const bool g_installed = [] {
+  set_rank_checker(&check_rank);
+  return true;
+}();
+
+}  // namespace
 
 int Group::rank() const { return detail::group_rank(id_); }
 int Group::size() const { return detail::group_size(id_); }

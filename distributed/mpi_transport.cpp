@@ -75,10 +75,17 @@ void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
 class MpiRequest : public Request {
  public:
   MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Datatype type = MPI_BYTE;
+  MPI_Status status{};
   bool test() override {
     int done = 0;
-    check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    check(MPI_Test(&req, &done, &status), "MPI_Test");
     return done != 0;
+  }
+  int64_t received() const override {
+    int n = 0;
+    MPI_Get_count(&status, type, &n);
+    return n;
   }
 };
 
@@ -100,6 +107,10 @@ class MpiTransport : public Transport {
     // The exit barrier's own communicator: on MPI_COMM_WORLD it could pair with a collective
     // another rank still waits in.
     check(MPI_Comm_dup(MPI_COMM_WORLD, &exit_comm_), "MPI_Comm_dup");
+    int* ub = nullptr;
+    int has_ub = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &has_ub);
+    if (has_ub && ub) tag_ub_ = *ub;
     auto op = [&](MPI_User_function* f) {
       MPI_Op o;
       check(MPI_Op_create(f, 1, &o), "MPI_Op_create");
@@ -136,7 +147,11 @@ class MpiTransport : public Transport {
     auto r = std::make_unique<MpiRequest>();
     MPI_Comm c = comms_.at(w.comm);
     MPI_Datatype t = mpi_type(w.dtype);
+    r->type = t;
     if (w.count > INT32_MAX) throw_error("distributed: more than 2^31 elements in one message");
+    if (w.tag > tag_ub_)
+      throw_error("distributed: message tag ", w.tag, " is above this MPI's largest, ", tag_ub_,
+                  " (a function placed on ranks with that many cut edges)");
     int n = static_cast<int>(w.count);
     switch (w.op) {
       case Op::AllReduce:
@@ -151,8 +166,8 @@ class MpiTransport : public Transport {
                                         reduce_op(w.dtype, ReduceOp::Sum), c, &r->req),
               "MPI_Ireduce_scatter_block");
         break;
-      case Op::Send: check(MPI_Isend(w.in, n, t, w.peer, 0, c, &r->req), "MPI_Isend"); break;
-      case Op::Recv: check(MPI_Irecv(w.out, n, t, w.peer, 0, c, &r->req), "MPI_Irecv"); break;
+      case Op::Send: check(MPI_Isend(w.in, n, t, w.peer, w.tag, c, &r->req), "MPI_Isend"); break;
+      case Op::Recv: check(MPI_Irecv(w.out, n, t, w.peer, w.tag, c, &r->req), "MPI_Irecv"); break;
       default: throw_error("internal: ", op_name(w.op), " is not a collective");
     }
     return r;
@@ -191,6 +206,7 @@ class MpiTransport : public Transport {
 
   std::vector<MPI_Comm> comms_;
   MPI_Comm exit_comm_ = MPI_COMM_NULL;
+  int tag_ub_ = 32767;  // the least MPI promises
   MPI_Op f32_[2], f64_[2], f16_[3], bf16_[3];
 };
 

@@ -16,7 +16,13 @@ Group pick(const std::optional<Group>& g) { return g ? *g : init(); }
 Array node(Shape shape, Dtype dtype, Op op, Params p, std::vector<Array> in,
            const StreamOrDevice& s) {
   checked_nbytes(shape, dtype, op_name(op));
-  return make_array(std::move(shape), dtype, op, std::move(p), std::move(in), resolve_stream(s));
+  ResolvedStream rs = resolve_stream(s);
+  // Every rank of the group takes part in a collective: it has no one rank to run on.
+  if (rs.stream.device.rank >= 0)
+    throw_error(op_name(op), ": collectives and messages run on every rank of their group, so ",
+                "they cannot be placed on ", rs.stream.device,
+                "; call it outside compute_on(rank...) (it may read values placed on ranks)");
+  return make_array(std::move(shape), dtype, op, std::move(p), std::move(in), rs);
 }
 
 Array reduce(const Array& x, ReduceOp r, const std::optional<Group>& group,

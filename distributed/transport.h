@@ -20,6 +20,7 @@ struct Work {
   Dtype dtype = float32;
   int comm = 0;  // the transport's communicator (Transport::world, split)
   int peer = -1;
+  int tag = 0;  // Send, Recv: 0 for the user's messages, edge + 1 for a cut edge's
   const void* in = nullptr;
   void* out = nullptr;
   int64_t count = 0;  // elements of `in` (Recv: of `out`)
@@ -29,6 +30,8 @@ class Request {
  public:
   virtual ~Request() = default;
   virtual bool test() = 0;  // true once complete; raises kiln::Error if the transport failed
+  // A completed Recv: how many elements arrived (at most Work::count).
+  virtual int64_t received() const = 0;
 };
 
 class Transport {

@@ -13,6 +13,7 @@
 #include "backends/registry.h"
 #include "backends/row_passes.h"
 #include "distributed/engine.h"
+#include "distributed/group.h"
 #include "executor/cancel.h"
 #include "executor/inline_policy.h"
 #include "executor/lane_worker.h"
@@ -133,7 +134,7 @@ void skip_collective(CallState& st, int t) {
     why = e.what();
   } catch (...) {
   }
-  distributed::skip_position(task.native.group, st.positions[t], why);
+  distributed::skip_position(task.native, st.positions[t], why);
 }
 
 // Starts task t. Returns an event for device work still in flight, or null when done.
@@ -584,15 +585,17 @@ Call resolve_call(const Plan& plan, const std::vector<std::shared_ptr<Buffer>>& 
 }
 
 // Each group's collectives in this call take the next positions of the group's order, in the
-// plan's order (the same on every rank), whatever order their tasks become ready in.
+// plan's order (the same on every rank), whatever order their tasks become ready in; each cut
+// edge's message takes the next position of its own (distributed::Channel).
 void reserve_positions(const Plan& plan, CallState& st) {
   if (plan.collectives().empty()) return;
   st.positions.assign(plan.tasks().size(), 0);
-  std::map<int, int> count;
-  for (int t : plan.collectives()) count[plan.tasks()[t].native.group]++;
-  std::map<int, uint64_t> next;
-  for (auto [group, n] : count) next[group] = distributed::reserve_positions(group, n);
-  for (int t : plan.collectives()) st.positions[t] = next[plan.tasks()[t].native.group]++;
+  std::map<distributed::Channel, int> count;
+  for (int t : plan.collectives()) count[distributed::channel_of(plan.tasks()[t].native)]++;
+  std::map<distributed::Channel, uint64_t> next;
+  for (auto [channel, n] : count) next[channel] = distributed::reserve_positions(channel, n);
+  for (int t : plan.collectives())
+    st.positions[t] = next[distributed::channel_of(plan.tasks()[t].native)]++;
 }
 
 void setup_state(const Plan& plan, const Call& c, CallState& st,
@@ -608,12 +611,25 @@ void setup_state(const Plan& plan, const Call& c, CallState& st,
   reserve_positions(plan, st);
 }
 
+// An output computed on another rank (placement on ranks) exists only there.
+std::exception_ptr remote_output(const Plan& plan, size_t i) {
+  int owner = plan.output_ranks.empty() ? -1 : plan.output_ranks[i];
+  if (owner < 0) return nullptr;
+  return std::make_exception_ptr(Error(
+      "this array was computed on rank " + std::to_string(owner) + " (placed there with " +
+      "compute_on) and exists only there; this is rank " +
+      std::to_string(distributed::init().rank()) + ". Read it on rank " + std::to_string(owner) +
+      ", or compute what every rank needs from it outside the rank placement (a value computed "
+      "outside any rank placement is computed on every rank, and each receives its inputs)"));
+}
+
 RunResult collect(const Plan& plan, const CallState& st) {
   RunResult r;
   r.errors.reserve(plan.outputs.size());
   r.outputs.reserve(plan.outputs.size());
-  for (int slot : plan.outputs) {
-    std::exception_ptr err;
+  for (size_t i = 0; i < plan.outputs.size(); ++i) {
+    int slot = plan.outputs[i];
+    std::exception_ptr err = remote_output(plan, i);
     for (int t : plan.producers(slot))
       if (st.errors[t]) err = st.errors[t];
     r.errors.push_back(err);

@@ -4,6 +4,7 @@
 
 #include "backends/registry.h"
 #include "graph/device_hooks.h"
+#include "graph/error.h"
 #include "graph/immortal.h"
 
 namespace kiln {
@@ -94,7 +95,14 @@ static Lane& lane_for_slow(const Stream& s) {
 
 Stream resolve_lane(const LaneSpec& spec, const Stream& caller) {
   switch (spec.origin) {
-    case StreamOrigin::Default: return caller;
+    case StreamOrigin::Default:
+      // Placement on ranks is decided where the function is traced: a rank's part and the
+      // messages between the parts are lowered from it.
+      if (caller.device.rank >= 0)
+        throw_error("a compiled function was called on ", caller.device,
+                    ": place work on a rank inside the function (compute_on(device(\"",
+                    caller.device, "\"), f) around the code, then compile), not around the call");
+      return caller;
     case StreamOrigin::Explicit: return spec.stream;
     case StreamOrigin::Placement: return Stream{0, spec.stream.device};
   }

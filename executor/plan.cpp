@@ -111,9 +111,14 @@ void Plan::finalize() {
   for (int t : order_)
     if (!tasks_[t].slots.empty()) slot_tasks_.push_back(t);
   collectives_.clear();
-  for (int t : order_)
+  bool index_order = true;
+  for (int t = 0; t < n && index_order; ++t)
+    for (int d : tasks_[t].deps) index_order = index_order && d < t;
+  for (int i = 0; i < n; ++i) {
+    int t = index_order ? i : order_[i];
     if (tasks_[t].kind == TaskKind::Native && is_collective(tasks_[t].native.op))
       collectives_.push_back(t);
+  }
   std::vector<std::pair<int, int>> writes;  // (slot, task)
   for (int t = 0; t < n; ++t)
     for (size_t b = 0; b < tasks_[t].slots.size(); ++b)

@@ -66,11 +66,13 @@ struct Task {
   NativeArgs native;  // Native: the primitive and its extents; slots in NativeArgs' buffer order
   std::function<void()> host;  // Host tasks (tests, benchmarks, user callbacks)
   std::vector<int> deps;       // tasks that must complete first
-  // Whether slots[b] is written (a kernel's output, a copy's destination, a matmul's result).
+  // Whether slots[b] is written (a kernel's output, a copy's destination, a matmul's result;
+  // a cut edge's Send only reads).
   bool writes(size_t b) const {
     return (kind == TaskKind::Kernel && kernel->buffers[b].output) ||
            (kind == TaskKind::Copy && b == 1) || (kind == TaskKind::Matmul && b == 2) ||
-           (kind == TaskKind::Native && b + 1 == slots.size());
+           (kind == TaskKind::Native && b + 1 == slots.size() &&
+            !(native.op == Op::Send && native.tag > 0));
   }
 };
 
@@ -114,6 +116,9 @@ class Plan {
   void add_output(int slot);
   // Inputs and outputs, in call order. An output may also be an input (identity).
   std::vector<int> inputs, outputs;
+  // Per output, the rank that computes it when that is another rank (placement on ranks: its
+  // slot is never written here, and reading it raises naming the rank); -1 or empty: this one.
+  std::vector<int> output_ranks;
 
   // Computes the execution order and successors; call once after building.
   void finalize();
@@ -128,8 +133,11 @@ class Plan {
   // The tasks of order() that touch slots: all a call needs to visit to bind buffers (a plan of
   // host callbacks binds nothing, whatever its size).
   const std::vector<int>& slot_tasks() const { return slot_tasks_; }
-  // The collective tasks (Native tasks of an Op::AllReduce .. Recv) in order(): every rank of a
-  // group issues its collectives in this order (distributed/engine.h).
+  // The collective tasks (Native tasks of an Op::AllReduce .. Recv): every rank of a group
+  // issues its collectives in this order (distributed/engine.h). In task order when that is a
+  // topological order (lowering adds tasks after their producers): the ranks of a plan placed
+  // on ranks lower different tasks from one graph, and the order of the tasks they share must
+  // not depend on the others; otherwise in order().
   const std::vector<int>& collectives() const { return collectives_; }
   std::span<const int> successors(int task) const { return succ_[task]; }
   std::span<const int> producers(int slot) const { return producers_[slot]; }

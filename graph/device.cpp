@@ -13,7 +13,10 @@
 
 namespace kiln {
 
-std::string Device::str() const { return backend + ":" + std::to_string(index); }
+std::string Device::str() const {
+  std::string d = backend + ":" + std::to_string(index);
+  return rank < 0 ? d : "rank" + std::to_string(rank) + "/" + d;
+}
 std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
 std::string Stream::str() const {
   return "stream " + std::to_string(index) + " on " + device.str();
@@ -24,6 +27,7 @@ namespace {
 
 std::atomic<DeviceChecker> g_checker{nullptr};
 std::atomic<StreamSynchronizer> g_synchronizer{nullptr};
+std::atomic<RankChecker> g_rank_checker{nullptr};
 
 struct Defaults {
   std::mutex mu;
@@ -45,8 +49,24 @@ thread_local std::vector<ScopeEntry> t_scopes;
 // MLX's are: another thread still starts on each device's stream 0).
 thread_local std::map<Device, int> t_default_streams;
 
-Device parse_device(const std::string& spec) {
+// "rank3/" in front of a device: the rank's index, removed from `spec`.
+int parse_rank(std::string& spec) {
+  if (spec.rfind("rank", 0) != 0) return -1;
+  auto slash = spec.find('/');
+  if (slash == std::string::npos) return -1;
+  std::string idx = spec.substr(4, slash - 4);
+  char* end = nullptr;
+  long v = idx.empty() ? -1 : std::strtol(idx.c_str(), &end, 10);
+  if (idx.empty() || *end != '\0' || v < 0 || v > 1 << 20)
+    throw_error("device: '", spec, "' has a bad rank '", idx,
+                "' (expected a non-negative integer, e.g. \"rank1/cpu\")");
+  spec = spec.substr(slash + 1);
+  return static_cast<int>(v);
+}
+
+Device parse_device(std::string spec) {
   Device d;
+  d.rank = parse_rank(spec);
   auto colon = spec.find(':');
   d.backend = spec.substr(0, colon);
   if (d.backend.empty())
@@ -67,9 +87,13 @@ Device parse_device(const std::string& spec) {
 
 void set_device_checker(DeviceChecker f) { g_checker.store(f); }
 void set_stream_synchronizer(StreamSynchronizer f) { g_synchronizer.store(f); }
+void set_rank_checker(RankChecker f) { g_rank_checker.store(f); }
 
 void check_device(const Device& d) {
-  if (auto f = g_checker.load()) f(d);
+  if (auto f = g_checker.load()) f(d.local());
+  if (d.rank < 0) return;
+  if (auto f = g_rank_checker.load()) return f(d);
+  throw_error("device ", d, ": this program has no distributed layer to place work on ranks");
 }
 
 Device device(const std::string& spec) {

@@ -11,15 +11,24 @@
 
 namespace kiln {
 
+// A device, optionally on another rank of the world group: "rank1/cpu" is rank 1's cpu. Every
+// rank runs the same program (SPMD); ops placed on rank r (compute_on) run on rank r only, and
+// values cross ranks as messages (DESIGN.md, "Placement on ranks"). rank -1, the default: the
+// device of whichever rank runs the op, so every rank runs it.
 struct Device {
   std::string backend = "cpu";
   int index = 0;
-  bool operator==(const Device& o) const { return backend == o.backend && index == o.index; }
+  int rank = -1;
+  bool operator==(const Device& o) const {
+    return backend == o.backend && index == o.index && rank == o.rank;
+  }
   bool operator!=(const Device& o) const { return !(*this == o); }
   bool operator<(const Device& o) const {
+    if (rank != o.rank) return rank < o.rank;
     return backend != o.backend ? backend < o.backend : index < o.index;
   }
-  std::string str() const;  // "opencl:0"
+  std::string str() const;                                     // "opencl:0", "rank1/cpu:0"
+  Device local() const { return Device{backend, index, -1}; }  // the same device, any rank
 };
 std::ostream& operator<<(std::ostream& os, const Device& d);
 
@@ -36,8 +45,9 @@ struct Stream {
 };
 std::ostream& operator<<(std::ostream& os, const Stream& s);
 
-// "cpu", "opencl:1": checked against the registered backends; raises kiln::Error naming the valid
-// devices when unknown or unavailable.
+// "cpu", "opencl:1", "rank1/cpu": checked against the registered backends (and a rank against
+// the world group's size); raises kiln::Error naming the valid devices or ranks when unknown or
+// unavailable.
 Device device(const std::string& spec);
 
 Device default_device();

@@ -23,8 +23,11 @@ ResolvedStream resolve_stream(const StreamOrDevice& s);
 // Hooks installed by higher layers (graph cannot include them).
 using DeviceChecker = void (*)(const Device&);       // throws kiln::Error if unusable
 using StreamSynchronizer = void (*)(const Stream&);  // waits for a stream's work
+using RankChecker = void (*)(const Device&);         // throws unless d.rank is a world rank
 void set_device_checker(DeviceChecker f);
 void set_stream_synchronizer(StreamSynchronizer f);
+void set_rank_checker(RankChecker f);  // distributed/ installs it
+// The backend's device, and its rank (when it names one) against the world group's size.
 void check_device(const Device& d);
 // check_device, and that `s` is a device's default stream or was made by new_stream.
 void check_stream(const Stream& s);

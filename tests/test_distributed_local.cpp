@@ -63,5 +63,35 @@ TEST(DistributedLocal, MisuseRaises) {
             std::string::npos);  // one rank: returned as they are, whatever the dtype
 }
 
+// Placement on ranks in a one-rank world: rank 0 is this process, so a program placed there runs
+// here as it would unplaced; any other rank raises naming the world's size.
+TEST(DistributedLocal, PlacementOnRanks) {
+  Device here = device("rank0/" + default_device().str());
+  EXPECT_EQ(here.rank, 0);
+  EXPECT_EQ(here.str(), "rank0/" + default_device().str());
+  EXPECT_EQ(here.local(), default_device());
+  EXPECT_NE(here, default_device());
+  Array x = arange(10, float32) / 10.0f;
+  auto f = compile([&](const std::vector<Array>& in) -> std::vector<Array> {
+    return {compute_on(here, [](const Array& a) { return exp(a) * 2.0f; })(in[0]) + 1.0f};
+  });
+  EXPECT_EQ(f({x})[0].to_vector<float>(), (exp(x) * 2.0f + 1.0f).to_vector<float>());
+  auto message = [](auto fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Device there = default_device();
+  there.rank = 1;
+  for (const std::string& m :
+       {message([] { device("rank1/cpu"); }), message([&] { PlacementScope p(there); }),
+        message([&] { eval(exp(x, there)); })})
+    EXPECT_NE(m.find("world group of 1 rank"), std::string::npos) << m;
+  EXPECT_NE(message([] { device("rankx/cpu"); }).find("bad rank"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -37,17 +37,23 @@ void init_devices(nb::module_& m) {
   nb::class_<Device>(m, "Device")
       .def(
           "__init__",
-          [](Device* self, nb::handle spec, int index) {
+          // rank: the device on that rank of the world group (placement on ranks), as the
+          // name "rank1/cpu" says.
+          [](Device* self, nb::handle spec, int index, int rank) {
             Device d = to_device(spec);
-            if (index >= 0) d.index = index, d = device(d.str());
+            if (index >= 0) d.index = index;
+            if (rank >= 0) d.rank = rank;
+            if (index >= 0 || rank >= 0) d = device(d.str());
             new (self) Device(d);
           },
-          "type"_a, "index"_a = -1)
+          "type"_a, "index"_a = -1, nb::kw_only(), "rank"_a = -1)
       .def_prop_ro("type", [](const Device& d) { return d.backend; })
       .def_prop_ro("index", [](const Device& d) { return d.index; })
+      .def_prop_ro("rank", [](const Device& d) { return d.rank; })
       .def("__repr__",
            [](const Device& d) {
-             return "Device(" + d.backend + ", " + std::to_string(d.index) + ")";
+             std::string rank = d.rank < 0 ? "" : ", rank=" + std::to_string(d.rank);
+             return "Device(" + d.backend + ", " + std::to_string(d.index) + rank + ")";
            })
       .def("__str__", &Device::str)
       .def("__eq__",

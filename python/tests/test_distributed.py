@@ -23,6 +23,9 @@ def test_one_rank_group():
         mx.distributed.send(x, 1)
     with pytest.raises(ValueError, match="mpi"):
         mx.distributed.init(backend="nccl")
+    with pytest.raises(mx.Error, match="world group of 1 rank"):
+        mx.Device("cpu", rank=1)
+    assert mx.Device("cpu", rank=0).rank == 0 and "rank=0" in repr(mx.Device("cpu", rank=0))
     grads = {"w": x, "b": [mx.array(0.5)]}
     import kiln.nn as nn
     assert nn.average_gradients(grads) is grads
@@ -43,6 +46,25 @@ want = sum(np.arange(6, dtype=np.float32) + k for k in range(n))
 assert np.array_equal(np.asarray(total), want), total
 assert np.array_equal(np.asarray(f(x)), np.concatenate([2 * (np.arange(6) + k) for k in range(n)]))
 assert np.array_equal(np.asarray(got), np.arange(6, dtype=np.float32) + (r - 1) % n)
+# Placement on ranks: stage one on rank 0, stage two on rank 1, read by every rank.
+dev = mx.default_device()
+@mx.compile
+def staged(a):
+    with mx.compute_on(mx.Device(dev.type, dev.index, rank=0)):
+        h = mx.exp(a) * 2
+    with mx.compute_on(f"rank1/{dev}"):
+        y = h + 1
+    return y, y * 3
+y, z = staged(x)
+assert np.array_equal(np.asarray(z), (np.asarray(mx.exp(x) * 2 + 1)) * 3), z
+if r == 1:
+    assert np.array_equal(np.asarray(y), np.asarray(mx.exp(x) * 2 + 1))
+else:
+    try:
+        np.asarray(y)
+        raise AssertionError("a value on rank 1 read on rank 0")
+    except mx.Error as e:
+        assert "computed on rank 1" in str(e), e
 print("rank", r, "ok")
 """
 
