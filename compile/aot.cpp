@@ -245,6 +245,12 @@ std::string Executable::as_text() const { return lowered_text(*s_); }
 
 std::string Executable::artifact() const { return artifact_text(*s_); }
 
+std::vector<int> Executable::output_ranks() const {
+  const Plan& plan = s_->plan->plan;
+  if (plan.output_ranks.empty()) return std::vector<int>(plan.outputs.size(), -1);
+  return plan.output_ranks;
+}
+
 void Executable::save(const std::string& path) const {
   std::string text = artifact();
   std::ofstream out(path, std::ios::binary);

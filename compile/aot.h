@@ -64,6 +64,9 @@ class Executable {
   std::vector<Array> operator()(const std::vector<Array>& args) const;
   std::string as_text() const;
   MemoryAnalysis memory_analysis() const;
+  // Placement on ranks: the rank that computes each output when that is another rank (reading
+  // it here raises naming it), else -1.
+  std::vector<int> output_ranks() const;
 
   // The artifact: "kiln artifact 1", the text form, what running needs beyond it (task kinds,
   // launch values, captured constants) and a checksum. A function with captured inputs/outputs

@@ -9,6 +9,7 @@
 #include "backends/kernel_text.h"
 #include "backends/native.h"
 #include "compile/aot_state.h"
+#include "distributed/group.h"
 #include "graph/array_node.h"
 #include "graph/error.h"
 #include "graph/ops.h"
@@ -133,6 +134,8 @@ struct Parsed {
   std::vector<Slot> slots;
   std::vector<Task> tasks;
   std::vector<int> inputs, outputs;
+  std::vector<int> output_ranks;  // placement on ranks: this part's rank, the world's size
+  int part_rank = -1, part_ranks = 0;
 };
 
 void read_types(TextReader& r, std::vector<Dtype>& dtypes, std::vector<Shape>& shapes) {
@@ -309,6 +312,12 @@ NativeArgs read_native(TextReader& r) {
     if (g < 0 || g > (1 << 20) || peer < -1 || peer > (1 << 24))
       r.fail("a group id >= 0 and a peer rank >= -1");
     a.group = static_cast<int>(g), a.peer = static_cast<int>(peer);
+    if (r.accept(" tag ")) {  // a cut edge's message (placement on ranks)
+      int64_t tag = r.integer();
+      if ((a.op != Op::Send && a.op != Op::Recv) || tag < 1 || tag > (int64_t(1) << 30))
+        r.fail("a message tag between 1 and 2^30 on a send or recv");
+      a.tag = static_cast<int>(tag);
+    }
   }
   return a;
 }
@@ -326,6 +335,21 @@ std::vector<Array> read_extra(TextReader& r, Parsed& p, std::vector<Kernel>& ker
   for (int64_t s : read_list(r)) p.outputs.push_back(index_below(r, s, p.slots.size(), "slot"));
   r.expect_end_of_line();
   r.next_line();
+  if (r.accept("part of rank ")) {  // placement on ranks: "part of rank R of N outputs (..)"
+    p.part_rank = static_cast<int>(r.integer());
+    r.expect(" of ");
+    p.part_ranks = static_cast<int>(r.integer());
+    r.expect(" output ranks ");
+    for (int64_t o : read_list(r)) {
+      if (o < -1 || o >= p.part_ranks) r.fail("output ranks of -1 or below the world's size");
+      p.output_ranks.push_back(static_cast<int>(o));
+    }
+    if (p.part_rank < 0 || p.part_rank >= p.part_ranks || p.part_ranks > (1 << 20) ||
+        p.output_ranks.size() != p.outputs.size())
+      r.fail("a rank below the world's size and a rank per output");
+    r.expect_end_of_line();
+    r.next_line();
+  }
   if (p.outputs.size() != p.out_shapes.size()) r.fail("as many outputs as the signature has");
   if (p.inputs.size() < p.shapes.size()) r.fail("at least as many inputs as the signature has");
   size_t next_kernel = 0;
@@ -398,6 +422,11 @@ void check_plan(TextReader& r, const Parsed& p) {
   }
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     const Slot& s = p.slots[p.outputs[i]];
+    if (!p.output_ranks.empty() && p.output_ranks[i] >= 0) {  // another rank's: nothing here
+      if (s.elements != 0 || s.kind != SlotKind::Output)
+        r.fail("an empty slot for a remote output");
+      continue;
+    }
     if (s.dtype != p.out_dtypes[i] || s.elements != shape_size(p.out_shapes[i]))
       r.fail("output " + std::to_string(i) + " slot matching the signature");
   }
@@ -414,10 +443,11 @@ void check_plan(TextReader& r, const Parsed& p) {
       for (int s : t.slots) bytes.push_back(p.slots[s].bytes());
       NativeArgs sized = a;
       sized.buffers.assign(t.slots.size(), nullptr);
-      if (is_collective(a.op)) {  // {in, out} or Recv's {out}, of n and m elements
-        bool recv = a.op == Op::Recv;
-        if (t.slots.size() != (recv ? 1u : 2u) || (!recv && p.slots[t.slots[0]].elements != a.n) ||
-            p.slots[t.slots.back()].elements != a.m)
+      if (is_collective(a.op)) {  // {in, out}, Recv's {out}, a cut edge's Send's {in}
+        bool recv = a.op == Op::Recv, edge_send = a.op == Op::Send && a.tag > 0;
+        if (t.slots.size() != (recv || edge_send ? 1u : 2u) ||
+            (!recv && p.slots[t.slots[0]].elements != a.n) ||
+            (!edge_send && p.slots[t.slots.back()].elements != a.m))
           r.fail("collective operands of their slots' sizes");
       } else {
         try {
@@ -467,6 +497,8 @@ std::shared_ptr<AotState> make_state(const Parsed& p, const std::vector<Array>& 
   }
   plan.inputs = p.inputs;
   plan.outputs = p.outputs;
+  plan.output_ranks = p.output_ranks;
+  plan.part_rank = p.part_rank, plan.part_ranks = p.part_ranks;
   plan.finalize();
   s->plan->constants = constants;
   s->plan->out_shapes = p.out_shapes;
@@ -484,6 +516,9 @@ std::string artifact_text(const AotState& s) {
   std::ostringstream os;
   os << kVersionLine << "\n" << lowered_text(s) << "artifact:\n";
   os << "inputs " << paren_list(plan.inputs) << "\noutputs " << paren_list(plan.outputs) << "\n";
+  if (plan.part_rank >= 0)
+    os << "part of rank " << plan.part_rank << " of " << plan.part_ranks << " output ranks "
+       << paren_list(plan.output_ranks) << "\n";
   for (size_t t = 0; t < plan.tasks().size(); ++t) {
     const Task& task = plan.tasks()[t];
     os << "task " << t << " ";
@@ -505,6 +540,7 @@ std::string artifact_text(const AotState& s) {
            << a.shared_index;
         if (is_collective(a.op))
           os << " reduce " << op_name(a.reduce) << " group " << a.group << " peer " << a.peer;
+        if (a.tag > 0) os << " tag " << a.tag;
         break;
       }
       case TaskKind::Host:
@@ -574,6 +610,17 @@ std::shared_ptr<AotState> read_artifact(std::string_view text, const std::string
     throw Error(source + ":" + std::to_string(line) +
                 ": the text form differs from what Kiln writes for the plan it describes "
                 "(hand-edited?)");
+  }
+  // A part of a program placed on ranks runs on its rank only.
+  if (p.part_rank >= 0) {
+    distributed::Group world = distributed::init();
+    if (world.rank() != p.part_rank || world.size() != p.part_ranks)
+      throw Error(source + ": it holds rank " + std::to_string(p.part_rank) +
+                  "'s part of a program placed on " + std::to_string(p.part_ranks) +
+                  " ranks; this is rank " + std::to_string(world.rank()) + " of " +
+                  std::to_string(world.size()) +
+                  " (save one artifact per rank and run each on its own: mpiexec -n " +
+                  std::to_string(p.part_ranks) + " kiln run model.{rank}.kiln ...)");
   }
   // Devices: remapped ones replaced, then every device must be usable here. A remap naming a
   // device the artifact does not place work on is a mistake (a misspelt name would otherwise

@@ -62,6 +62,7 @@ class Lowering {
     if (placed_) {  // only then: a plan without placement on ranks never starts the world
       distributed::Group world = distributed::init();
       me_ = world.rank(), ranks_ = world.size();
+      result_.plan.part_rank = me_, result_.plan.part_ranks = ranks_;
     }
     FusionOptions fo;
     fo.fuse = opts_.fuse;
@@ -173,7 +174,7 @@ class Lowering {
     const NodeInfo& xi = info_.at(&x);
     Task t;
     t.kind = TaskKind::Native;
-    t.name = "send to rank " + std::to_string(to);
+    t.name = "send_to_rank" + std::to_string(to);
     t.lane = xi.lane;
     t.slots = {xi.slot};
     t.deps = xi.producers;
@@ -193,7 +194,7 @@ class Lowering {
     ni.slot = result_.plan.add_slot(s);
     Task t;
     t.kind = TaskKind::Native;
-    t.name = "recv from rank " + std::to_string(from);
+    t.name = "recv_from_rank" + std::to_string(from);
     t.lane = lane;
     t.slots = {ni.slot};
     t.native = message(n, Op::Recv, from, edges_.at(std::make_pair(&n, me_)));

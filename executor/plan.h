@@ -119,6 +119,8 @@ class Plan {
   // Per output, the rank that computes it when that is another rank (placement on ranks: its
   // slot is never written here, and reading it raises naming the rank); -1 or empty: this one.
   std::vector<int> output_ranks;
+  // A plan placed on ranks is one rank's part: part_rank of a world of part_ranks (-1, 0: not).
+  int part_rank = -1, part_ranks = 0;
 
   // Computes the execution order and successors; call once after building.
   void finalize();

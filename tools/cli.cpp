@@ -186,16 +186,42 @@ int cmd_inspect(const std::string& path, bool dot) {
   return 0;
 }
 
-// A path with "{rank}" and "{task}" filled in: this process's rank in the world group
-// (mpiexec, srun; 0 alone) and its task, Slurm's SLURM_ARRAY_TASK_ID in a job array (else
-// the rank), so every rank or array task picks its own shard (-i x.{task}.npy).
+// This process's rank and the number of ranks: the world group's when a launcher started MPI
+// ranks (mpiexec, srun --mpi=pmix); else Slurm's task among the step's tasks (SLURM_PROCID of
+// SLURM_NTASKS: srun without MPI); else 0 of 1.
+std::pair<int, int> rank_and_size() {
+  kiln::distributed::Group world = kiln::distributed::init();
+  if (world.size() > 1) return {world.rank(), world.size()};
+  auto number = [](const char* name) -> int {
+    const char* v = std::getenv(name);
+    if (!v) return -1;
+    char* end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (!*v || *end || n < 0 || n > (1 << 24))
+      throw kiln::Error(std::string("kiln run: ") + name + "='" + v +
+                        "' is not a task number (Slurm sets it to one)");
+    return static_cast<int>(n);
+  };
+  int rank = number("SLURM_PROCID"), size = number("SLURM_NTASKS");
+  if (rank < 0) return {0, 1};
+  if (size <= rank)
+    throw kiln::Error("kiln run: SLURM_PROCID=" + std::to_string(rank) +
+                      " needs SLURM_NTASKS above it (got " +
+                      (size < 0 ? std::string("none") : std::to_string(size)) + ")");
+  return {rank, size};
+}
+
+// A path with "{rank}", "{size}" and "{task}" filled in: this process's rank and the number of
+// ranks (rank_and_size), and its task, Slurm's SLURM_ARRAY_TASK_ID in a job array (else the
+// rank), so every rank or array task picks its own shard (-i x.{task}.npy).
 std::string for_this_task(std::string path) {
   auto fill = [&](const std::string& key, const std::function<std::string()>& value) {
     for (size_t at; (at = path.find(key)) != std::string::npos;)
       path.replace(at, key.size(), value());
   };
-  auto rank = [] { return std::to_string(kiln::distributed::init().rank()); };
+  auto rank = [] { return std::to_string(rank_and_size().first); };
   fill("{rank}", rank);
+  fill("{size}", [] { return std::to_string(rank_and_size().second); });
   fill("{task}", [&] {
     const char* t = std::getenv("SLURM_ARRAY_TASK_ID");
     return t ? std::string(t) : rank();
@@ -216,7 +242,7 @@ int cmd_run(const std::string& path, const std::vector<std::string>& ins,
       throw Error("kiln run: --remap takes FROM=TO (opencl:0=cpu:0), got '" + m + "'");
     remap[m.substr(0, eq)] = m.substr(eq + 1);
   }
-  Executable e = Executable::load(path, remap);
+  Executable e = Executable::load(for_this_task(path), remap);
   std::optional<StreamScope> scope;
   if (!dev.empty()) scope.emplace(device(dev));
   std::vector<Array> args;
@@ -224,11 +250,23 @@ int cmd_run(const std::string& path, const std::vector<std::string>& ins,
   std::optional<ProfileScope> prof;
   if (!trace.empty()) prof.emplace();
   std::vector<Array> results = e(args);
-  eval(results);
   if (outs.size() != results.size())
     throw Error("kiln run: the artifact returns " + std::to_string(results.size()) +
                 " outputs; give as many -o files (got " + std::to_string(outs.size()) + ")");
-  for (size_t i = 0; i < outs.size(); ++i) save_npy(for_this_task(outs[i]), results[i]);
+  // A program placed on ranks: each rank writes the outputs it computes (the others' raise).
+  std::vector<int> owners = e.output_ranks();
+  std::vector<Array> here;
+  for (size_t i = 0; i < results.size(); ++i)
+    if (owners[i] < 0) here.push_back(results[i]);
+  eval(here);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (owners[i] >= 0) {
+      std::printf("output %zu is computed on rank %d: %s is written there\n", i, owners[i],
+                  outs[i].c_str());
+      continue;
+    }
+    save_npy(for_this_task(outs[i]), results[i]);
+  }
   if (prof) {
     prof->write_chrome_trace(trace);
     for (const TaskEvent& t : prof->events())
@@ -403,10 +441,16 @@ int run_command(int argc, const char* const* argv, const CommandDefaults& defaul
   auto* run = app.add_subcommand("run", "run an AOT artifact on .npy inputs");
   std::string run_art, run_device, run_trace;
   std::vector<std::string> run_in, run_out, run_remap;
-  run->add_option("artifact", run_art, "a file Executable::save wrote")->required();
+  run->add_option("artifact", run_art,
+                  "a file Executable::save wrote ({rank}: this rank's part of a program placed "
+                  "on ranks)")
+      ->required();
   run->add_option("-i,--input", run_in,
-                  "an input .npy, in argument order ({rank}, {task}: this rank's, array task's)");
-  run->add_option("-o,--output", run_out, "where each output goes (.npy; {rank}, {task} as -i)");
+                  "an input .npy, in argument order ({rank}, {size}, {task}: this rank's, the "
+                  "number of ranks, the array task's; from MPI, else Slurm's SLURM_PROCID, "
+                  "SLURM_NTASKS, SLURM_ARRAY_TASK_ID)");
+  run->add_option("-o,--output", run_out,
+                  "where each output goes (.npy; {rank}, {size}, {task} as -i)");
   run->add_option("--device", run_device, "the device for work not placed by the artifact");
   run->add_option("--profile", run_trace, "write a Chrome trace of the tasks run");
   run->add_option("--remap", run_remap, "FROM=TO: run the artifact's FROM work on TO");
