@@ -42,6 +42,8 @@ struct Item {
   int from = -1;        // ... and the rank it comes from
   std::shared_ptr<HostEvent> event;
   std::unique_ptr<Request> request;
+  Channel channel;     // where it was posted
+  uint64_t index = 0;  // issued: its place among its kind (exit notices compare it)
 };
 
 class Engine;
@@ -60,12 +62,23 @@ struct GroupState {
   Sequence order;  // the group's collectives, splits and the user's send and recv
   std::map<std::tuple<int, int, bool>, Sequence> edges;  // (peer, tag, send): a cut edge's
   std::string broken;  // why the group can no longer run collectives
+  // Issued so far (the progress thread's): collectives and splits, the user's sends and recvs
+  // per peer. Exit notices carry them.
+  uint64_t collectives = 0;
+  std::map<int, uint64_t> sends, recvs;
   Sequence& sequence(const Channel& c) {
     return c.tag == 0 ? order : edges[std::make_tuple(c.peer, c.tag, c.send)];
   }
 };
 
 std::atomic<uint64_t> g_edge_sends{0}, g_edge_recvs{0};
+
+// What a rank that ended cleanly had issued with this one, from its exit notice: world
+// collectives, its sends to and recvs from this rank, and per cut edge (tag, it sent) its count.
+struct Exited {
+  uint64_t collectives = 0, sends = 0, recvs = 0;
+  std::map<std::pair<int64_t, bool>, uint64_t> edges;
+};
 
 class Engine {
  public:
@@ -143,6 +156,8 @@ class Engine {
   void post(const Channel& c, uint64_t position, std::unique_ptr<Item> item) {
     {
       std::lock_guard<std::mutex> lock(mu_);
+      item->channel = c;
+      item->index = position;
       state(c.group).sequence(c).posted[position] = std::move(item);
     }
     cv_.notify_one();
@@ -152,9 +167,14 @@ class Engine {
 
   // At exit: stops the progress thread and ends MPI once every rank has arrived here. A rank
   // must not call MPI_Finalize while another waits for it in a collective (Open MPI's finalize
-  // would wait for that rank forever): when the others do not arrive within
-  // KILN_DIST_EXIT_TIMEOUT seconds (default 60), or this rank's groups are broken, it leaves
-  // with status 1 and without MPI_Finalize, and the launcher ends the job naming this rank.
+  // would wait for that rank forever). A clean rank (nothing left to issue) first tells every
+  // other rank how far it got (an exit notice): a rank waiting for it in the world group, a
+  // message or a cut edge it will never issue learns so and leaves (doomed()), and the launcher
+  // ends the job; a rank that merely finished first waits for the others as long as they take.
+  // Sub-groups are not covered by the notices, so a rank that made some waits at most
+  // KILN_DIST_EXIT_TIMEOUT seconds (default 60). A rank whose groups are broken, or that the
+  // others did not join in time, leaves with status 1 without MPI_Finalize, and the launcher
+  // ends the job naming it.
   void shutdown() {
     if (!thread_.joinable()) return;
     bool clean = true;
@@ -168,10 +188,15 @@ class Engine {
     }
     cv_.notify_all();
     thread_.join();
-    double timeout = 60;
-    if (const char* t = std::getenv("KILN_DIST_EXIT_TIMEOUT")) timeout = std::atof(t);
+    double timeout = -1;
+    if (groups_.size() > 1) {
+      timeout = 60;
+      if (const char* t = std::getenv("KILN_DIST_EXIT_TIMEOUT")) timeout = std::atof(t);
+    }
     int rank = groups_.empty() ? -1 : groups_[0]->rank;
-    if (clean && active_.empty() && transport_->barrier(timeout)) {
+    clean = clean && active_.empty();
+    if (clean) notify_exit();
+    if (clean && transport_->barrier(timeout)) {
       transport_->finalize();
       return;
     }
@@ -179,13 +204,96 @@ class Engine {
                  "kiln: rank %d: %s; leaving without MPI_Finalize so that the launcher ends "
                  "the job\n",
                  rank,
-                 clean ? "the other ranks did not reach the end within KILN_DIST_EXIT_TIMEOUT"
+                 clean ? "the other ranks did not reach the end within KILN_DIST_EXIT_TIMEOUT "
+                         "(this rank made sub-groups, which exit notices do not cover)"
                        : "a collective of this rank could not run");
     std::fflush(stderr);
     std::_Exit(1);
   }
 
  private:
+  // This rank's exit notice to each other rank (Exited's fields, then tag, sent, count triples).
+  void notify_exit() {
+    GroupState& w = *groups_[0];
+    for (int q = 0; q < w.size; ++q) {
+      if (q == w.rank) continue;
+      std::vector<int64_t> c{static_cast<int64_t>(w.collectives), static_cast<int64_t>(w.sends[q]),
+                             static_cast<int64_t>(w.recvs[q])};
+      for (auto& [key, seq] : w.edges)
+        if (std::get<0>(key) == q)
+          c.insert(c.end(),
+                   {std::get<1>(key), std::get<2>(key) ? 1 : 0, static_cast<int64_t>(seq.issued)});
+      transport_->notify_exit(q, c);
+    }
+  }
+
+  // Takes the exit notices that arrived; a rank that ended cleanly will never take part in what
+  // it had not issued, so work here that waits for it is doomed.
+  void read_exit_notices() {
+    int from = -1;
+    std::vector<int64_t> c;
+    while (transport_->exit_notice(from, c)) {
+      Exited e;
+      if (c.size() >= 3) e.collectives = c[0], e.sends = c[1], e.recvs = c[2];
+      for (size_t i = 3; i + 2 < c.size(); i += 3) e.edges[{c[i], c[i + 1] != 0}] = c[i + 2];
+      exited_[from] = e;
+    }
+  }
+
+  // Work of the world group that a rank which ended cleanly will never complete: a collective
+  // past its count, a message to or from it past its count of the matching kind.
+  std::string doomed(const Item& item) const {
+    if (item.channel.group != 0 || item.skip || exited_.empty()) return "";
+    const Work& w = item.work;
+    bool p2p = w.op == Op::Send || w.op == Op::Recv;
+    for (auto& [rank, e] : exited_) {
+      if (p2p && w.peer != rank) continue;
+      uint64_t limit = e.collectives;
+      std::string what = "collectives of the world group";
+      if (item.channel.tag > 0) {
+        auto it = e.edges.find({item.channel.tag, w.op == Op::Recv});
+        limit = it == e.edges.end() ? 0 : it->second;
+        what = "messages of this cut edge (tag " + std::to_string(item.channel.tag) + ")";
+      } else if (p2p) {
+        limit = w.op == Op::Recv ? e.sends : e.recvs;
+        what = w.op == Op::Recv ? "sends to this rank" : "recvs from this rank";
+      }
+      if (item.index >= limit)
+        return "rank " + std::to_string(rank) + " ended its program after " +
+               std::to_string(limit) + " " + what + ", and this rank waits for number " +
+               std::to_string(item.index + 1);
+    }
+    return "";
+  }
+
+  // Numbers a started item among its kind (Item::index); the positions of a cut edge's order
+  // are already that.
+  static void count(GroupState& g, Item& item) {
+    if (item.channel.tag > 0) return;
+    if (item.work.op == Op::Send && !item.control)
+      item.index = g.sends[item.work.peer]++;
+    else if (item.work.op == Op::Recv && !item.control)
+      item.index = g.recvs[item.work.peer]++;
+    else
+      item.index = g.collectives++;
+  }
+
+  // Leaves without MPI_Finalize: the job cannot finish (see shutdown).
+  [[noreturn]] void abandon(const std::string& why) {
+    std::fprintf(stderr,
+                 "kiln: rank %d: %s, which can never come; leaving without MPI_Finalize so "
+                 "that the launcher ends the job\n",
+                 groups_[0]->rank, why.c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+
+  void check_doomed() {
+    read_exit_notices();
+    for (auto& item : active_)
+      if (std::string why = doomed(*item); !why.empty()) abandon(why);
+  }
+
   GroupState& state(int id) {
     if (id < 0 || id >= static_cast<int>(groups_.size()))
       throw_error("distributed: no group ", id, " in this process (", groups_.size(),
@@ -287,12 +395,14 @@ class Engine {
         }
         try {
           if (item->control) {
+            count(*groups_[item->channel.group], *item);
             item->control();
             item->event->complete(nullptr);
             continue;
           }
           item->request = transport_->start(item->work);
           if (item->work.tag > 0) (item->work.op == Op::Send ? g_edge_sends : g_edge_recvs)++;
+          count(*groups_[item->channel.group], *item);
           active_.push_back(std::move(item));
         } catch (...) {
           finish(*item, std::current_exception());
@@ -318,6 +428,7 @@ class Engine {
       // was issued or finished, yield between polls (latency); after that, sleep a little, so
       // that a long transfer leaves the cores to compute on other lanes.
       if (active_.empty()) continue;
+      check_doomed();
       if (!now.empty() || finished) idle_polls = 0;
       if (++idle_polls < 64)
         std::this_thread::yield();
@@ -333,6 +444,7 @@ class Engine {
   std::unique_ptr<Transport> transport_;
   std::thread thread_;
   std::vector<std::unique_ptr<Item>> active_;  // the progress thread's own
+  std::map<int, Exited> exited_;               // ranks that ended cleanly (exit notices)
   bool stop_ = false;
 };
 

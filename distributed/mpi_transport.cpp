@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <deque>
 #include <thread>
 #include <vector>
 
@@ -173,17 +174,53 @@ class MpiTransport : public Transport {
     return r;
   }
 
+  void notify_exit(int to, const std::vector<int64_t>& counts) override {
+    notices_out_.push_back(counts);
+    MPI_Request req;
+    check(MPI_Isend(notices_out_.back().data(), static_cast<int>(counts.size()), MPI_INT64_T, to,
+                    kExitTag, exit_comm_, &req),
+          "MPI_Isend");
+    sends_.push_back(req);
+  }
+
+  bool exit_notice(int& from, std::vector<int64_t>& counts) override {
+    int found = 0;
+    MPI_Status st;
+    check(MPI_Iprobe(MPI_ANY_SOURCE, kExitTag, exit_comm_, &found, &st), "MPI_Iprobe");
+    if (!found) return false;
+    int n = 0;
+    MPI_Get_count(&st, MPI_INT64_T, &n);
+    counts.assign(static_cast<size_t>(n), 0);
+    check(MPI_Recv(counts.data(), n, MPI_INT64_T, st.MPI_SOURCE, kExitTag, exit_comm_,
+                   MPI_STATUS_IGNORE),
+          "MPI_Recv");
+    from = st.MPI_SOURCE;
+    heard_++;
+    return true;
+  }
+
   bool barrier(double seconds) override {
     MPI_Request req;
     check(MPI_Ibarrier(exit_comm_, &req), "MPI_Ibarrier");
     auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    for (;;) {
+    std::vector<int64_t> counts;
+    for (int from = 0;;) {
       int done = 0;
       check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done) return true;
-      if (std::chrono::steady_clock::now() > end) return false;
+      if (done) break;
+      if (seconds >= 0 && std::chrono::steady_clock::now() > end) return false;
+      while (exit_notice(from, counts)) {
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    // Every other rank sent its notice before the barrier: take the rest, so that no message
+    // is left unreceived when MPI ends, and complete this rank's own.
+    int others = size(0) - 1;
+    for (int from = 0; heard_ < others;)
+      if (!exit_notice(from, counts)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    check(MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE),
+          "MPI_Waitall");
+    return true;
   }
 
   void finalize() override {
@@ -206,6 +243,10 @@ class MpiTransport : public Transport {
 
   std::vector<MPI_Comm> comms_;
   MPI_Comm exit_comm_ = MPI_COMM_NULL;
+  static constexpr int kExitTag = 1;
+  std::deque<std::vector<int64_t>> notices_out_;  // this rank's exit notices, until sent
+  std::vector<MPI_Request> sends_;
+  int heard_ = 0;       // exit notices received
   int tag_ub_ = 32767;  // the least MPI promises
   MPI_Op f32_[2], f64_[2], f16_[3], bf16_[3];
 };

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "graph/dtype.h"
 #include "graph/primitives.h"
@@ -43,7 +44,13 @@ class Transport {
   // A blocking collective over `comm` (every rank of it calls this at the same point).
   virtual int split(int comm, int color, int key) = 0;
   virtual std::unique_ptr<Request> start(const Work& w) = 0;
-  // Waits up to `seconds` for every rank of the world to arrive here; false if they did not.
+  // At exit, before the barrier: sends rank `to` how far this rank got (an exit notice), without
+  // waiting for it to be received.
+  virtual void notify_exit(int to, const std::vector<int64_t>& counts) = 0;
+  // An exit notice another rank sent, if one has arrived: true, with its rank and counts.
+  virtual bool exit_notice(int& from, std::vector<int64_t>& counts) = 0;
+  // Waits up to `seconds` (< 0: as long as it takes) for every rank of the world to arrive
+  // here, then takes the exit notices not received yet; false if they did not arrive.
   virtual bool barrier(double seconds) = 0;
   virtual void finalize() = 0;
 };

@@ -4,7 +4,9 @@
 // that fails on one rank fails the run (mpiexec's status); ctest's timeout catches a hang.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "distributed/ops.h"
 #include "executor/profile.h"
@@ -276,8 +278,9 @@ TEST(DistributedArtifact, Save) {
 
 // Run alone by ctest with KILN_TEST_RAISE_RANK=1: that rank raises a kiln::Error (a user
 // mistake) before the all_sum the others wait in, and ends its program with a failed test. At
-// exit it does not reach the barrier with the others within KILN_DIST_EXIT_TIMEOUT, so it leaves
-// without MPI_Finalize and mpiexec ends the waiting ranks, naming this one: no hang.
+// exit it tells the others how many collectives it issued (its exit notice); rank 0, waiting in
+// one past that count, learns it can never complete and leaves without MPI_Finalize, naming
+// rank 1, and mpiexec ends the job: no hang.
 TEST(DistributedFailure, ARankThatRaises) {
   const char* env = std::getenv("KILN_TEST_RAISE_RANK");
   if (!env) GTEST_SKIP() << "set KILN_TEST_RAISE_RANK";
@@ -287,6 +290,33 @@ TEST(DistributedFailure, ARankThatRaises) {
     (void)bad;
   }
   dist::all_sum(array(1.0f), g).item<float>();
+}
+
+// Run alone by ctest with KILN_TEST_SKIP_RANK=0: rank 0 never makes the call of a program placed
+// on ranks whose stage one is its own, so rank 1 waits for a message of a cut edge that never
+// comes. Rank 0's exit notice says how many it sent (none): rank 1 leaves naming it.
+TEST(DistributedFailure, ARankThatSkipsAPlacedCall) {
+  const char* env = std::getenv("KILN_TEST_SKIP_RANK");
+  if (!env) GTEST_SKIP() << "set KILN_TEST_SKIP_RANK";
+  dist::Group g = world();
+  Device d = default_device();
+  auto f = compile([&](const std::vector<Array>& in) -> std::vector<Array> {
+    Array h =
+        compute_on(Device{d.backend, d.index, 0}, [](const Array& a) { return a * 2.0f; })(in[0]);
+    return {compute_on(Device{d.backend, d.index, 1}, [](const Array& a) { return a + 1.0f; })(h)};
+  });
+  if (g.rank() != std::atoi(env)) eval(f({full({4}, 1.0, float32)})[0]);
+}
+
+// Run alone by ctest with KILN_TEST_SLOW_RANK=0 and KILN_DIST_EXIT_TIMEOUT=1: rank 0 works 3 s
+// longer than the others after the last collective. The others, finished first, wait for it at
+// exit (nobody waits for them: their exit notices say so) and every rank ends with status 0.
+TEST(DistributedExit, ARankThatFinishesFirstWaits) {
+  const char* env = std::getenv("KILN_TEST_SLOW_RANK");
+  if (!env) GTEST_SKIP() << "set KILN_TEST_SLOW_RANK";
+  dist::Group g = world();
+  EXPECT_EQ(dist::all_sum(array(1.0f), g).item<float>(), float(g.size()));
+  if (g.rank() == std::atoi(env)) std::this_thread::sleep_for(std::chrono::seconds(3));
 }
 
 }  // namespace
