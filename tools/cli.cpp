@@ -186,42 +186,53 @@ int cmd_inspect(const std::string& path, bool dot) {
   return 0;
 }
 
+// A Slurm task number from the environment, -1 when unset.
+int slurm_number(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) return -1;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (!*v || *end || n < 0 || n > (1 << 24))
+    throw kiln::Error(std::string("kiln run: ") + name + "='" + v +
+                      "' is not a task number (Slurm sets it to one)");
+  return static_cast<int>(n);
+}
+
 // This process's rank and the number of ranks: the world group's when a launcher started MPI
 // ranks (mpiexec, srun --mpi=pmix); else Slurm's task among the step's tasks (SLURM_PROCID of
 // SLURM_NTASKS: srun without MPI); else 0 of 1.
-std::pair<int, int> rank_and_size() {
+int this_rank() {
   kiln::distributed::Group world = kiln::distributed::init();
-  if (world.size() > 1) return {world.rank(), world.size()};
-  auto number = [](const char* name) -> int {
-    const char* v = std::getenv(name);
-    if (!v) return -1;
-    char* end = nullptr;
-    long n = std::strtol(v, &end, 10);
-    if (!*v || *end || n < 0 || n > (1 << 24))
-      throw kiln::Error(std::string("kiln run: ") + name + "='" + v +
-                        "' is not a task number (Slurm sets it to one)");
-    return static_cast<int>(n);
-  };
-  int rank = number("SLURM_PROCID"), size = number("SLURM_NTASKS");
-  if (rank < 0) return {0, 1};
+  if (world.size() > 1) return world.rank();
+  int rank = slurm_number("SLURM_PROCID");
+  return rank < 0 ? 0 : rank;
+}
+
+int rank_count() {
+  kiln::distributed::Group world = kiln::distributed::init();
+  if (world.size() > 1) return world.size();
+  int rank = slurm_number("SLURM_PROCID"), size = slurm_number("SLURM_NTASKS");
+  if (rank < 0) return 1;
   if (size <= rank)
-    throw kiln::Error("kiln run: SLURM_PROCID=" + std::to_string(rank) +
-                      " needs SLURM_NTASKS above it (got " +
-                      (size < 0 ? std::string("none") : std::to_string(size)) + ")");
-  return {rank, size};
+    throw kiln::Error(
+        "kiln run: {size} under Slurm needs SLURM_NTASKS above SLURM_PROCID=" +
+        std::to_string(rank) + " (got " +
+        (size < 0 ? std::string("none: give srun or sbatch --ntasks") : std::to_string(size)) +
+        ")");
+  return size;
 }
 
 // A path with "{rank}", "{size}" and "{task}" filled in: this process's rank and the number of
-// ranks (rank_and_size), and its task, Slurm's SLURM_ARRAY_TASK_ID in a job array (else the
+// ranks (this_rank, rank_count), and its task, Slurm's SLURM_ARRAY_TASK_ID in a job array (else the
 // rank), so every rank or array task picks its own shard (-i x.{task}.npy).
 std::string for_this_task(std::string path) {
   auto fill = [&](const std::string& key, const std::function<std::string()>& value) {
     for (size_t at; (at = path.find(key)) != std::string::npos;)
       path.replace(at, key.size(), value());
   };
-  auto rank = [] { return std::to_string(rank_and_size().first); };
+  auto rank = [] { return std::to_string(this_rank()); };
   fill("{rank}", rank);
-  fill("{size}", [] { return std::to_string(rank_and_size().second); });
+  fill("{size}", [] { return std::to_string(rank_count()); });
   fill("{task}", [&] {
     const char* t = std::getenv("SLURM_ARRAY_TASK_ID");
     return t ? std::string(t) : rank();
