@@ -51,10 +51,13 @@ struct KernelArgs {
 };
 
 // C[i] = A[i] @ B[i] for each batch i, row-major contiguous m x k and k x n operands placed at
-// the given element offsets (batch broadcasting is resolved into the offsets).
+// the given element offsets (batch broadcasting is resolved into the offsets). A transposed
+// operand is stored as its transpose: A as k x m when trans_a, B as n x k when trans_b (the
+// lowering passes x @ w.T with w as stored instead of copying w.T). Every backend reads both.
 struct MatmulArgs {
   Dtype dtype;
   int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
   std::vector<int64_t> a_offsets, b_offsets, c_offsets;
   Buffer* a = nullptr;
   Buffer* b = nullptr;

@@ -387,6 +387,13 @@ std::vector<Array> read_extra(TextReader& r, Parsed& p, std::vector<Kernel>& ker
       r.expect(" a "), m.a_offsets = read_list(r);
       r.expect(" b "), m.b_offsets = read_list(r);
       r.expect(" c "), m.c_offsets = read_list(r);
+      // Operands read in place transposed: "transposed a", "b" or "ab"; none in artifacts
+      // written before Kiln read transposed operands (they hold a copy task instead).
+      if (r.accept(" transposed ")) {
+        m.trans_a = r.accept("a");
+        m.trans_b = r.accept("b");
+        if (!m.trans_a && !m.trans_b) r.fail("'a', 'b' or 'ab' after 'transposed'");
+      }
       if (task.slots.size() != 3) r.fail("a matmul with 3 slots");
     } else if (kind == "native") {
       task.kind = TaskKind::Native;
@@ -530,6 +537,8 @@ std::string artifact_text(const AotState& s) {
         os << "matmul " << m.dtype << " m " << m.m << " n " << m.n << " k " << m.k << " a "
            << paren_list(m.a_offsets) << " b " << paren_list(m.b_offsets) << " c "
            << paren_list(m.c_offsets);
+        if (m.trans_a || m.trans_b)
+          os << " transposed " << (m.trans_a ? "a" : "") << (m.trans_b ? "b" : "");
         break;
       }
       case TaskKind::Native: {

@@ -4,6 +4,7 @@
 
 #include "compile/eager_kernels.h"
 #include "compile/kernel_emit.h"
+#include "compile/matmul_operands.h"
 #include "compile/row_fusion.h"
 
 namespace kiln {
@@ -25,7 +26,7 @@ std::vector<FusedStep> order_steps(std::vector<FusedStep> steps) {
   auto read = [](const FusedStep& s) {
     std::vector<const ArrayNode*> r;
     if (s.library) {
-      for (const Array& in : s.library->inputs) r.push_back(in.node().get());
+      r = s.reads;
     } else {
       for (size_t b = 0; b < s.buffers.size(); ++b)
         if (!s.kernel->buffers[b].output) r.push_back(s.buffers[b]);
@@ -83,6 +84,7 @@ std::vector<FusedStep> fuse(const std::vector<Array>& order, const std::vector<A
     if (g.kind == FusionGroup::Kind::Library) {
       FusedStep s;
       s.library = s.lane_node = g.roots[0];
+      s.reads = library_reads(*s.library, is_leaf);
       steps.push_back(std::move(s));
     } else if (g.kind == FusionGroup::Kind::Primitive) {
       steps.push_back(primitive_step(g, plan, is_leaf));

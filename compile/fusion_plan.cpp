@@ -5,6 +5,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "compile/matmul_operands.h"
 #include "compile/rules.h"
 #include "graph/element.h"
 #include "graph/scalar.h"
@@ -170,14 +171,21 @@ class Planner {
   // itself (a transform may hold the count mean divides by).
   bool inlined_count(const ArrayNode& n) const { return n.op == Op::Count && !outputs_.count(&n); }
 
-  // Fusion off: every primitive is stored and is its own kernel (eager evaluation).
+  // Fusion off: every primitive is stored and is its own kernel (eager evaluation), but for a
+  // transpose that only matmuls read, in place (matmul_operands.h).
   FusionPlan one_kernel_per_primitive() {
     FusionPlan plan;
     plan.materialized.reserve(order_.size());
     plan.groups.reserve(order_.size());
+    NodeSet read;  // nodes some step reads from a buffer
+    for (const Array& a : order_)
+      if (!leaf(*a.node()))
+        for (size_t i = 0; i < a.node()->inputs.size(); ++i)
+          read.insert(matmul_operand(*a.node(), i, is_leaf_).node);
     for (const Array& a : order_) {
       const ArrayNode* n = a.node().get();
       if (leaf(*n) || inlined_count(*n)) continue;
+      if (swaps_last_two(*n) && !read.count(n) && !outputs_.count(n)) continue;
       plan.materialized.insert(n);
     }
     for (const Array& a : order_) {
@@ -209,8 +217,10 @@ class Planner {
       if (outputs_.count(&n)) pinned_.insert(&n);
       bool library = n.op == Op::Matmul || is_native(n.op);
       if (n.op == Op::Reduce || library || n.op == Op::Concatenate) own_kernel_.insert(&n);
-      for (const Array& in : n.inputs) {
-        const ArrayNode& c = *in.node();
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        // A library call reads its operands stored (a matmul reads a transposed one in place,
+        // from the transpose's input: matmul_operands.h).
+        const ArrayNode& c = library ? *matmul_operand(n, i, is_leaf_).node : *n.inputs[i].node();
         if (leaf(c)) continue;
         if (library || !same_lane_(c, n) || (n.op == Op::Reshape && !affine_reshape(n)))
           pinned_.insert(&c);

@@ -312,9 +312,13 @@ class Lowering {
       const ArrayNode& n = *step.library;
       t.kind = TaskKind::Matmul;
       t.name = "matmul";
-      t.slots = {read(n.inputs[0].node().get(), lane, t.deps),
-                 read(n.inputs[1].node().get(), lane, t.deps), slot_for(n)};
+      // step.reads: an operand transposed in place is its transpose's input (matmul_operands.h),
+      // which every backend's matmul reads (MatmulArgs::trans_a / trans_b).
+      t.slots = {read(step.reads[0], lane, t.deps), read(step.reads[1], lane, t.deps),
+                 slot_for(n)};
       matmul_args(n, t.matmul);
+      t.matmul.trans_a = step.reads[0] != n.inputs[0].node().get();
+      t.matmul.trans_b = step.reads[1] != n.inputs[1].node().get();
       written.push_back(&n);
     } else {
       t.kind = TaskKind::Kernel;

@@ -157,7 +157,7 @@ class Chains {
       if (w == writer_.end()) continue;  // a plan input
       const FusedStep& s = *w->second;
       if (s.library) {
-        for (const Array& in : s.library->inputs) stack.push_back(in.node().get());
+        stack.insert(stack.end(), s.reads.begin(), s.reads.end());
       } else {
         for (size_t b = 0; b < s.buffers.size(); ++b)
           if (!s.kernel->buffers[b].output) stack.push_back(s.buffers[b]);

@@ -222,7 +222,10 @@ std::string Plan::str() const {
     for (size_t i = 0; i < k.slots.size(); ++i) os << (i ? "," : "") << k.slots[i];
     os << ") deps(";
     for (size_t i = 0; i < k.deps.size(); ++i) os << (i ? "," : "") << k.deps[i];
-    os << ")\n";
+    os << ")";
+    if (k.kind == TaskKind::Matmul && (k.matmul.trans_a || k.matmul.trans_b))
+      os << " transposed " << (k.matmul.trans_a ? "a" : "") << (k.matmul.trans_b ? "b" : "");
+    os << "\n";
   }
   return os.str();
 }

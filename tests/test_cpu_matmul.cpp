@@ -1,8 +1,9 @@
 // The cpu backend's matmul libraries (backends/cpu/matmul.h) against the reference backend:
 // every library that can be chosen (oneDNN when built in, OpenBLAS gemm and gemv), forced on
 // square, skinny, batched and broadcast-batch problems, plus the public op on the cpu device
-// (1-D promotion, batch broadcasting) at sizes that reach each library; the shape classes the
-// choice is measured for (matmul_classes.h), and KILN_MATMUL forcing a library.
+// (1-D promotion, batch broadcasting) at sizes that reach each library; each library reading
+// A, B or both stored transposed; the shape classes the choice is measured for
+// (matmul_classes.h), and KILN_MATMUL forcing a library.
 //
 // Tolerance: operands are N(0,1) floats, so results are not exact. Any float GEMM, whatever its
 // summation order or use of FMA, is within gamma_k * (|A||B|)_ij of the exact product, with
@@ -112,9 +113,10 @@ void expect_matches_reference(MatmulLibrary lib, const Problem& p) {
   const MatmulArgs& a = p.args;
   cpu::matmul_with(lib, a);
   MatmulArgs r = a;
-  r.a = p.ra.get();
+  r.a = p.ra.get();  // the operands as they are, whatever layout the cpu side read
   r.b = p.rb.get();
   r.c = p.rc.get();
+  r.trans_a = r.trans_b = false;
   backend_for(device("reference")).create_queue(0)->enqueue_matmul(r);
   size_t n_out = a.c_offsets.size() * a.m * a.n;
   std::vector<double> got = read_back(*p.cc, a.dtype, n_out);
@@ -179,6 +181,75 @@ TEST(CpuMatmul, MatrixVectorShapesMatchReference) {
     expect_matches_reference(MatmulLibrary::OpenBlasGemv, batched(d, 1, 3001, 1000, 1));
     expect_matches_reference(MatmulLibrary::OpenBlasGemv, batched(d, 3001, 1, 1000, 1));
   }
+}
+
+// Each m x k (or k x n) block of `v` stored as its transpose.
+std::vector<double> transposed_blocks(const std::vector<double>& v, int64_t rows, int64_t cols) {
+  std::vector<double> t(v.size());
+  for (size_t b = 0; b < v.size() / std::max<int64_t>(1, rows * cols); ++b)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        t[b * rows * cols + j * rows + i] = v[b * rows * cols + i * cols + j];
+  return t;
+}
+
+// `lib` reading A and/or B stored transposed (MatmulArgs::trans_a/trans_b) against the reference
+// on the operands as they are (no flag): the oracle does not share the code under test. The
+// reference reading the transposed storage must agree with itself bitwise (same summation).
+void expect_transposed_matches_reference(MatmulLibrary lib, Problem p, bool ta, bool tb) {
+  SCOPED_TRACE(std::string("transposed ") + (ta ? "a" : "") + (tb ? "b" : ""));
+  const MatmulArgs plain = p.args;
+  Backend& cpu = backend_for(device("cpu"));
+  Backend& ref = backend_for(device("reference"));
+  std::vector<double> sa = ta ? transposed_blocks(p.a, plain.m, plain.k) : p.a;
+  std::vector<double> sb = tb ? transposed_blocks(p.b, plain.k, plain.n) : p.b;
+  auto ta_buf = filled(cpu, plain.dtype, sa), tb_buf = filled(cpu, plain.dtype, sb);
+  p.args.a = ta_buf.get();
+  p.args.b = tb_buf.get();
+  p.args.trans_a = ta;
+  p.args.trans_b = tb;
+  expect_matches_reference(lib, p);  // cpu flagged, reference plain: p.rc holds the plain result
+  size_t n_out = plain.c_offsets.size() * plain.m * plain.n;
+  std::vector<double> plain_ref = read_back(*p.rc, plain.dtype, n_out);
+  MatmulArgs r = p.args;
+  auto ra = filled(ref, plain.dtype, sa), rb = filled(ref, plain.dtype, sb);
+  auto rc = filled(ref, plain.dtype, std::vector<double>(n_out, 0.0));
+  r.a = ra.get();
+  r.b = rb.get();
+  r.c = rc.get();
+  ref.create_queue(0)->enqueue_matmul(r);
+  EXPECT_EQ(read_back(*rc, plain.dtype, n_out), plain_ref);
+}
+
+// Every library with A, B or both stored transposed: shapes cut into uneven tiles, batches with
+// shared and broadcast operands, and both matrix-vector forms (gemv reads either layout).
+TEST(CpuMatmul, TransposedOperandsMatchReference) {
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  for (Dtype d : {float32, float64})
+    for (auto [ta, tb] : {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
+      for (MatmulLibrary lib : gemm_libraries(d)) {
+        for (Shape3 s : {Shape3{150, 200, 131}, Shape3{130, 70, 257}, Shape3{3, 5, 1000}})
+          expect_transposed_matches_reference(lib, batched(d, s.m, s.n, s.k, 1), ta, tb);
+        expect_transposed_matches_reference(lib, batched(d, 40, 50, 60, 3, true, false), ta, tb);
+        expect_transposed_matches_reference(
+            lib, make_problem(d, 33, 17, 65, 2, 3, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}, 5), ta,
+            tb);
+      }
+      std::vector<MatmulLibrary> libs = gemm_libraries(d);
+      libs.push_back(MatmulLibrary::OpenBlasGemv);
+      for (MatmulLibrary lib : libs) {
+        expect_transposed_matches_reference(lib, batched(d, 1, 300, 500, 1), ta, tb);
+        expect_transposed_matches_reference(lib, batched(d, 300, 1, 500, 1), ta, tb);
+        expect_transposed_matches_reference(lib, batched(d, 1, 40, 70, 4, false, true), ta, tb);
+      }
+      // Cut into tiles (the oracle is slow: gemv only).
+      expect_transposed_matches_reference(MatmulLibrary::OpenBlasGemv, batched(d, 1, 3001, 300, 1),
+                                          ta, tb);
+      expect_transposed_matches_reference(MatmulLibrary::OpenBlasGemv, batched(d, 3001, 1, 300, 1),
+                                          ta, tb);
+    }
 }
 
 TEST(CpuMatmul, TilesCoverTheOutputAndStaySmallOnlyWhenWorkIs) {

@@ -40,19 +40,29 @@ const char* onednn_missing_reason() {
 #endif
 }
 
-// C = A @ B for m x k and k x n row-major integer operands, accumulated with wrap-around in
-// 64 bits and narrowed like scalar::wrap (ints truncate, bool is != 0). Loop order i-p-j keeps
-// the inner loop contiguous.
+// Where element (row, col) of an operand lies: row * row_stride + col * col_stride. A stored
+// transposed (MatmulArgs::trans_a/trans_b) swaps the strides.
+struct Strides {
+  int64_t row, col;
+};
+Strides operand_strides(bool transposed, int64_t rows, int64_t cols) {
+  return transposed ? Strides{1, rows} : Strides{cols, 1};
+}
+
+// C = A @ B for m x k and k x n integer operands (either stored transposed), accumulated with
+// wrap-around in 64 bits and narrowed like scalar::wrap (ints truncate, bool is != 0). Loop
+// order i-p-j keeps the inner loop contiguous when B is stored as it is read.
 template <typename T>
-void int_matmul(const T* A, const T* B, T* C, int64_t m, int64_t n, int64_t k) {
+void int_matmul(const T* A, const T* B, T* C, int64_t m, int64_t n, int64_t k, Strides sa,
+                Strides sb) {
   std::vector<uint64_t> row(static_cast<size_t>(n));
   for (int64_t i = 0; i < m; ++i) {
     std::fill(row.begin(), row.end(), 0);
     for (int64_t p = 0; p < k; ++p) {
-      uint64_t a = static_cast<uint64_t>(static_cast<int64_t>(A[i * k + p]));
-      const T* b = B + p * n;
+      uint64_t a = static_cast<uint64_t>(static_cast<int64_t>(A[i * sa.row + p * sa.col]));
+      const T* b = B + p * sb.row;
       for (int64_t j = 0; j < n; ++j)
-        row[j] += a * static_cast<uint64_t>(static_cast<int64_t>(b[j]));
+        row[j] += a * static_cast<uint64_t>(static_cast<int64_t>(b[j * sb.col]));
     }
     for (int64_t j = 0; j < n; ++j) {
       if constexpr (std::is_same_v<T, bool>)
@@ -68,8 +78,9 @@ void int_batches(const MatmulArgs& a) {
   auto* A = static_cast<const T*>(a.a->host_ptr());
   auto* B = static_cast<const T*>(a.b->host_ptr());
   auto* C = static_cast<T*>(a.c->host_ptr());
+  Strides sa = operand_strides(a.trans_a, a.m, a.k), sb = operand_strides(a.trans_b, a.k, a.n);
   for (size_t i = 0; i < a.c_offsets.size(); ++i)
-    int_matmul(A + a.a_offsets[i], B + a.b_offsets[i], C + a.c_offsets[i], a.m, a.n, a.k);
+    int_matmul(A + a.a_offsets[i], B + a.b_offsets[i], C + a.c_offsets[i], a.m, a.n, a.k, sa, sb);
 }
 
 void loop_matmul(const MatmulArgs& a) {
@@ -86,7 +97,7 @@ void loop_matmul(const MatmulArgs& a) {
 }
 
 // One tile C[r0:r0+rows, c0:c0+cols] of one batch: the operands at the batch's offsets, the
-// tile's position, and the full matrix sizes (leading dimensions).
+// tile's position, the full matrix sizes, and whether A or B is stored transposed.
 template <typename T>
 struct Tile {
   const T* A;
@@ -94,39 +105,49 @@ struct Tile {
   T* C;
   int64_t m, n, k;
   int64_t r0, c0, rows, cols;
+  bool ta, tb;
+  // The tile's first row of A and first column of B, and their leading dimensions: a transposed
+  // operand's rows of the tile are columns of what is stored.
+  const T* a() const { return ta ? A + r0 : A + r0 * k; }
+  int64_t lda() const { return ta ? m : k; }
+  const T* b() const { return tb ? B + c0 * k : B + c0; }
+  int64_t ldb() const { return tb ? k : n; }
+  T* c() const { return C + r0 * n + c0; }
 };
+
+CBLAS_TRANSPOSE flag(bool transposed) { return transposed ? CblasTrans : CblasNoTrans; }
 
 // Single-threaded BLAS calls on a tile, typed for float and double.
 void gemm(const Tile<float>& t) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t.rows, t.cols, t.k, 1.0f,
-              t.A + t.r0 * t.k, t.k, t.B + t.c0, t.n, 0.0f, t.C + t.r0 * t.n + t.c0, t.n);
+  cblas_sgemm(CblasRowMajor, flag(t.ta), flag(t.tb), t.rows, t.cols, t.k, 1.0f, t.a(), t.lda(),
+              t.b(), t.ldb(), 0.0f, t.c(), t.n);
 }
 void gemm(const Tile<double>& t) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t.rows, t.cols, t.k, 1.0, t.A + t.r0 * t.k,
-              t.k, t.B + t.c0, t.n, 0.0, t.C + t.r0 * t.n + t.c0, t.n);
+  cblas_dgemm(CblasRowMajor, flag(t.ta), flag(t.tb), t.rows, t.cols, t.k, 1.0, t.a(), t.lda(),
+              t.b(), t.ldb(), 0.0, t.c(), t.n);
 }
-// m == 1: c = B^T a over the tile's columns of B; n == 1: c = A b over the tile's rows of A.
-void gemv(const Tile<float>& t) {
-  if (t.m == 1)
-    cblas_sgemv(CblasRowMajor, CblasTrans, t.k, t.cols, 1.0f, t.B + t.c0, t.n, t.A, 1, 0.0f,
-                t.C + t.c0, 1);
-  else
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, t.rows, t.k, 1.0f, t.A + t.r0 * t.k, t.k, t.B, 1, 0.0f,
-                t.C + t.r0, 1);
+// m == 1: c = B^T a over the tile's columns of B (a is k contiguous values, transposed or not);
+// n == 1: c = A b over the tile's rows of A. gemv's own transpose flag reads a stored matrix
+// either way round: B as stored is k x n (read transposed) or n x k (read as is).
+template <typename T, typename Gemv>
+void gemv_tile(const Tile<T>& t, Gemv gemv) {
+  if (t.m == 1) {
+    if (t.tb)
+      gemv(CblasRowMajor, CblasNoTrans, t.cols, t.k, T(1), t.b(), t.ldb(), t.A, 1, T(0), t.c(), 1);
+    else
+      gemv(CblasRowMajor, CblasTrans, t.k, t.cols, T(1), t.b(), t.ldb(), t.A, 1, T(0), t.c(), 1);
+  } else if (t.ta) {
+    gemv(CblasRowMajor, CblasTrans, t.k, t.rows, T(1), t.a(), t.lda(), t.B, 1, T(0), t.c(), 1);
+  } else {
+    gemv(CblasRowMajor, CblasNoTrans, t.rows, t.k, T(1), t.a(), t.lda(), t.B, 1, T(0), t.c(), 1);
+  }
 }
-void gemv(const Tile<double>& t) {
-  if (t.m == 1)
-    cblas_dgemv(CblasRowMajor, CblasTrans, t.k, t.cols, 1.0, t.B + t.c0, t.n, t.A, 1, 0.0,
-                t.C + t.c0, 1);
-  else
-    cblas_dgemv(CblasRowMajor, CblasNoTrans, t.rows, t.k, 1.0, t.A + t.r0 * t.k, t.k, t.B, 1, 0.0,
-                t.C + t.r0, 1);
-}
+void gemv(const Tile<float>& t) { gemv_tile(t, cblas_sgemv); }
+void gemv(const Tile<double>& t) { gemv_tile(t, cblas_dgemv); }
 
 void onednn_tile(const Tile<float>& t) {
 #ifdef KILN_HAVE_ONEDNN
-  onednn_sgemm(t.A + t.r0 * t.k, t.k, t.B + t.c0, t.n, t.C + t.r0 * t.n + t.c0, t.n, t.rows, t.cols,
-               t.k);
+  onednn_sgemm({t.a(), t.lda(), t.ta}, {t.b(), t.ldb(), t.tb}, t.c(), t.n, t.rows, t.cols, t.k);
 #endif
 }
 
@@ -141,7 +162,7 @@ void tiled(const MatmulArgs& a, Kernel kernel) {
   for_each_tile(batches, a.m, a.n, grid,
                 [&](int64_t b, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
                   kernel(Tile<T>{A + a.a_offsets[b], B + a.b_offsets[b], C + a.c_offsets[b], a.m,
-                                 a.n, a.k, r0, c0, rows, cols});
+                                 a.n, a.k, r0, c0, rows, cols, a.trans_a, a.trans_b});
                 });
 }
 

@@ -20,8 +20,8 @@ namespace {
 
 using dnnl::memory;
 
-// (m, n, k, lda, ldb, ldc).
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+// (m, n, k, lda, ldb, ldc, A transposed, B transposed).
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool>;
 
 struct Entry {
   memory::desc a, b, c, scratch;
@@ -43,7 +43,10 @@ State& state() {
   return s.get();
 }
 
-memory::desc strided(int64_t rows, int64_t cols, int64_t ld) {
+// A rows x cols operand stored row-major with leading dimension ld, or (transposed) stored as
+// its cols x rows transpose: element (r, c) then lies at c * ld + r.
+memory::desc strided(int64_t rows, int64_t cols, int64_t ld, bool transposed = false) {
+  if (transposed) return memory::desc({rows, cols}, memory::data_type::f32, {1, ld});
   return memory::desc({rows, cols}, memory::data_type::f32, {ld, 1});
 }
 
@@ -55,10 +58,10 @@ std::shared_ptr<const Entry> entry_for(State& s, const Key& key) {
     auto it = s.cache.find(key);
     if (it != s.cache.end()) return it->second;
   }
-  auto [m, n, k, lda, ldb, ldc] = key;
+  auto [m, n, k, lda, ldb, ldc, ta, tb] = key;
   auto e = std::make_shared<Entry>();
-  e->a = strided(m, k, lda);
-  e->b = strided(k, n, ldb);
+  e->a = strided(m, k, lda, ta);
+  e->b = strided(k, n, ldb, tb);
   e->c = strided(m, n, ldc);
   try {
     dnnl::primitive_attr attr;
@@ -79,21 +82,21 @@ std::shared_ptr<const Entry> entry_for(State& s, const Key& key) {
 
 }  // namespace
 
-void onednn_sgemm(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
-                  int64_t m, int64_t n, int64_t k) {
+void onednn_sgemm(const OneDnnOperand& A, const OneDnnOperand& B, float* C, int64_t ldc, int64_t m,
+                  int64_t n, int64_t k) {
   // oneDNN's OpenMP build sizes its team (and, at creation, its blocking) from the calling
   // thread's OpenMP setting: one thread, since TBB already runs one tile per core.
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
   State& s = state();
-  std::shared_ptr<const Entry> e = entry_for(s, Key{m, n, k, lda, ldb, ldc});
+  std::shared_ptr<const Entry> e = entry_for(s, Key{m, n, k, A.ld, B.ld, ldc, A.transposed, B.transposed});
   // Per thread: a stream, and a scratchpad that grows to the largest any primitive asked for.
   thread_local dnnl::stream stream(s.engine);
   thread_local std::vector<char> scratch;
   size_t need = e->scratch.get_size() + 64;
   if (scratch.size() < need) scratch.resize(need);
   void* aligned = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
-  memory a(e->a, s.engine, const_cast<float*>(A));
-  memory b(e->b, s.engine, const_cast<float*>(B));
+  memory a(e->a, s.engine, const_cast<float*>(A.data));
+  memory b(e->b, s.engine, const_cast<float*>(B.data));
   memory c(e->c, s.engine, C);
   memory sp(e->scratch, s.engine, aligned);
   try {

@@ -42,18 +42,19 @@ std::string source(Dtype d, bool fp64) {
   if (fp64 || d == float64) s = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + s;
   s = "#pragma OPENCL FP_CONTRACT OFF\n" + s;
   s += "__kernel void kiln_matmul(__global const T* a, __global const T* b, __global T* c,\n"
-       "    __global const long* offs, long m, long n, long k, long batches) {\n"
+       "    __global const long* offs, long m, long n, long k, long batches,\n"
+       "    long sai, long sap, long sbp, long sbj) {\n"
        "  const long total = batches * m * n;\n"
        "  for (long g = get_global_id(0); g < total; g += get_global_size(0)) {\n"
        "    const long bi = g / (m * n), r = g % (m * n), i = r / n, j = r % n;\n"
-       "    const long oa = offs[3 * bi] + i * k, ob = offs[3 * bi + 1] + j;\n";
+       "    const long oa = offs[3 * bi] + i * sai, ob = offs[3 * bi + 1] + j * sbj;\n";
   s += "    " + acc + " acc = 0;\n";
   auto ld = [&](const std::string& x) {
     std::string e = load;
     e.replace(e.find('X'), 1, x);
     return fl ? "(" + acc + ")" + e : "(ulong)(long)" + e;
   };
-  s += "    for (long p = 0; p < k; ++p) acc += " + ld("a[oa + p]") + " * " + ld("b[ob + p * n]") +
+  s += "    for (long p = 0; p < k; ++p) acc += " + ld("a[oa + p * sap]") + " * " + ld("b[ob + p * sbp]") +
        ";\n";
   std::string out = "c[offs[3 * bi + 2] + i * n + j]";
   if (d == float16)
@@ -105,10 +106,13 @@ cl_event clblast_gemm(cl_command_queue q, const MatmulArgs& a, cl_mem ma, cl_mem
   std::vector<T> alphas(batches, T{1}), betas(batches, T{0});
   size_t m = static_cast<size_t>(a.m), n = static_cast<size_t>(a.n), k = static_cast<size_t>(a.k);
   cl_event ev = nullptr;
-  auto status =
-      clblast::GemmBatched<T>(clblast::Layout::kRowMajor, clblast::Transpose::kNo,
-                              clblast::Transpose::kNo, m, n, k, alphas.data(), ma, ao.data(), k, mb,
-                              bo.data(), n, betas.data(), mc, co.data(), n, batches, &q, &ev);
+  // A transposed operand is stored as its transpose: A as k x m, B as n x k.
+  auto flag = [](bool t) { return t ? clblast::Transpose::kYes : clblast::Transpose::kNo; };
+  size_t lda = a.trans_a ? m : k, ldb = a.trans_b ? k : n;
+  auto status = clblast::GemmBatched<T>(clblast::Layout::kRowMajor, flag(a.trans_a),
+                                        flag(a.trans_b), m, n, k, alphas.data(), ma, ao.data(), lda,
+                                        mb, bo.data(), ldb, betas.data(), mc, co.data(), n, batches,
+                                        &q, &ev);
   if (status != clblast::StatusCode::kSuccess)
     throw_error("opencl: CLBlast GemmBatched (", a.m, "x", a.k, " @ ", a.k, "x", a.n, ", ", batches,
                 " batches, ", a.dtype, ") failed with status ", static_cast<int>(status));
@@ -157,10 +161,15 @@ cl_event enqueue_matmul(ClDevice& dev, ClPool& pool, cl_command_queue q, const M
   std::lock_guard<std::mutex> lock(k.mu);
   cl_mem ma = A->mem(), mb = B->mem(), mc = C->mem(), mo = ob->mem();
   cl_long m = a.m, n = a.n, kk = a.k, nb = static_cast<cl_long>(batches);
+  // Strides of A along its rows (i) and along k (p), and of B along k and its columns (j): a
+  // transposed operand is stored as its transpose and read in place.
+  cl_long sai = a.trans_a ? 1 : kk, sap = a.trans_a ? m : 1;
+  cl_long sbp = a.trans_b ? 1 : n, sbj = a.trans_b ? kk : 1;
   const std::pair<size_t, const void*> args[] = {
-      {sizeof ma, &ma}, {sizeof mb, &mb}, {sizeof mc, &mc}, {sizeof mo, &mo},
-      {sizeof m, &m},   {sizeof n, &n},   {sizeof kk, &kk}, {sizeof nb, &nb}};
-  for (cl_uint i = 0; i < 8; ++i)
+      {sizeof ma, &ma},   {sizeof mb, &mb},   {sizeof mc, &mc},   {sizeof mo, &mo},
+      {sizeof m, &m},     {sizeof n, &n},     {sizeof kk, &kk},   {sizeof nb, &nb},
+      {sizeof sai, &sai}, {sizeof sap, &sap}, {sizeof sbp, &sbp}, {sizeof sbj, &sbj}};
+  for (cl_uint i = 0; i < 12; ++i)
     cl_check(clSetKernelArg(k.kernel, i, args[i].first, args[i].second), "clSetKernelArg (matmul)");
   size_t local = std::min<size_t>(64, dev.max_work_group),
          total = batches * static_cast<size_t>(a.m * a.n);

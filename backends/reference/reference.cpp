@@ -197,17 +197,20 @@ struct ReferenceKernel : CompiledKernel {
   LaunchCheck check;
 };
 
+// A transposed operand (trans_a: A stored k x m, trans_b: B stored n x k) is read in place.
 void matmul(const MatmulArgs& a) {
   const void* A = a.a->host_ptr();
   const void* B = a.b->host_ptr();
   void* C = a.c->host_ptr();
+  auto a_at = [&](int64_t i, int64_t p) { return a.trans_a ? p * a.m + i : i * a.k + p; };
+  auto b_at = [&](int64_t p, int64_t j) { return a.trans_b ? j * a.k + p : p * a.n + j; };
   for (size_t bi = 0; bi < a.c_offsets.size(); ++bi) {
     for (int64_t i = 0; i < a.m; ++i)
       for (int64_t j = 0; j < a.n; ++j) {
         Val acc;
         for (int64_t p = 0; p < a.k; ++p) {
-          Val x = load(A, a.dtype, a.a_offsets[bi] + i * a.k + p);
-          Val y = load(B, a.dtype, a.b_offsets[bi] + p * a.n + j);
+          Val x = load(A, a.dtype, a.a_offsets[bi] + a_at(i, p));
+          Val y = load(B, a.dtype, a.b_offsets[bi] + b_at(p, j));
           if (a.dtype.is_float())
             acc.f += x.f * y.f;
           else

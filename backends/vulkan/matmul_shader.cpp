@@ -39,8 +39,8 @@ const char* kTiledBody = R"(  uint lx = gl_LocalInvocationID.x, ly = gl_LocalInv
   T acc = T(0);
   for (IDX t0 = k0; t0 < k1; t0 += TILE) {
     IDX ka = t0 + IDX(lx), kb = t0 + IDX(ly);
-    ta[ly][lx] = row < m && ka < k1 ? a.d[uint(ao + row * k + ka)] : T(0);
-    tb[ly][lx] = kb < k1 && col < n ? b.d[uint(bo + kb * n + col)] : T(0);
+    ta[ly][lx] = row < m && ka < k1 ? a.d[uint(ao + row * sai + ka * sap)] : T(0);
+    tb[ly][lx] = kb < k1 && col < n ? b.d[uint(bo + kb * sbp + col * sbj)] : T(0);
     barrier();
     for (int p = 0; p < TILE; ++p) acc += ta[ly][p] * tb[p][lx];
     barrier();
@@ -57,17 +57,17 @@ const char* kBlockedBody = R"(  IDX nw = n / W;  // vectors per row of B and C
   IDX cw = IDX(gl_WorkGroupID.x) * LANES + IDX(gl_LocalInvocationID.x);
   if (cw >= nw) return;
   IDX row0 = IDX(gl_WorkGroupID.y) * ROWS;
-  IDX a0 = ao + min(row0, m - 1) * k, a1 = ao + min(row0 + 1, m - 1) * k;
-  IDX a2 = ao + min(row0 + 2, m - 1) * k, a3 = ao + min(row0 + 3, m - 1) * k;
+  IDX a0 = ao + min(row0, m - 1) * sai, a1 = ao + min(row0 + 1, m - 1) * sai;
+  IDX a2 = ao + min(row0 + 2, m - 1) * sai, a3 = ao + min(row0 + 3, m - 1) * sai;
   VT acc0 = VT(0), acc1 = VT(0), acc2 = VT(0), acc3 = VT(0);
-  IDX bp = bo / W + cw;
-  bp += k0 * nw;
-  for (IDX p = k0; p < k1; ++p, bp += nw) {
+  IDX bp = bo / W + cw * sbj;  // sbp and sbj count vectors of B (W == 1 when B is transposed)
+  bp += k0 * sbp;
+  for (IDX p = k0; p < k1; ++p, bp += sbp) {
     VT bv = b.d[uint(bp)];
-    acc0 += a.d[uint(a0 + p)] * bv;
-    acc1 += a.d[uint(a1 + p)] * bv;
-    acc2 += a.d[uint(a2 + p)] * bv;
-    acc3 += a.d[uint(a3 + p)] * bv;
+    acc0 += a.d[uint(a0 + p * sap)] * bv;
+    acc1 += a.d[uint(a1 + p * sap)] * bv;
+    acc2 += a.d[uint(a2 + p * sap)] * bv;
+    acc3 += a.d[uint(a3 + p * sap)] * bv;
   }
   IDX cp = co / W + row0 * nw + cw;
   if (pc.accumulate != 0u) {  // a later part along k: add what the earlier parts stored
@@ -91,6 +91,8 @@ MatmulShader matmul_glsl(Dtype d, const MatmulForm& f) {
                 " is not supported (valid: float32, and float64 on devices with shaderFloat64); "
                 "cast with astype or run the matmul on cpu");
   if (f.width != 1 && f.width != 4) throw_error("vulkan: matmul width ", f.width, " (valid: 1, 4)");
+  if (f.width != 1 && f.trans_b)
+    throw_error("vulkan: a matmul reading B transposed takes width 1, not ", f.width);
   bool f64 = d == float64;
   MatmulShader sh;
   sh.bindings = f.by_address ? 1 : 4;
@@ -126,6 +128,11 @@ MatmulShader matmul_glsl(Dtype d, const MatmulForm& f) {
   IDX ao = word(4u + bi), bo = word(4u + batches + bi), co = word(4u + 2u * batches + bi);
   IDX k0 = IDX(pc.k0), k1 = IDX(pc.k1);
 )";
+  // Strides of A along its rows (i) and along k (p), of B along k and its columns (j), in
+  // elements of A and in vectors of B: constants of the form, so the compiler folds them.
+  os << "  IDX sai = " << (f.trans_a ? "1" : "k") << ", sap = " << (f.trans_a ? "m" : "1")
+     << ";\n  IDX sbp = " << (f.trans_b ? "1" : "n / W") << ", sbj = " << (f.trans_b ? "k" : "1")
+     << ";\n";
   os << (f.tiled ? kTiledBody : kBlockedBody);
   sh.glsl = os.str();
   return sh;

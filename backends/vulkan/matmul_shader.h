@@ -1,4 +1,5 @@
-// The GLSL of Kiln's Vulkan matmul: C[i] = A[i] @ B[i] for a batch of row-major operands.
+// The GLSL of Kiln's Vulkan matmul: C[i] = A[i] @ B[i] for a batch of row-major operands, either
+// of which may be stored transposed (A as k x m, B as n x k: MatmulArgs::trans_a/trans_b).
 //  - On a GPU it is tiled 16 x 16 through shared memory (each workgroup stages a tile of A and
 //    of B per step along k).
 //  - On a CPU device (lavapipe) workgroup barriers are expensive (each invocation is a
@@ -26,6 +27,8 @@ struct MatmulForm {
                             // and C: n and the B/C offsets divisible by 4)
   bool by_address = false;  // operands through buffer device addresses (beyond the binding
                             // range); only the params buffer is bound
+  bool trans_a = false;     // A stored as its transpose (k x m)
+  bool trans_b = false;     // B stored as its transpose (n x k); only with width 1
 };
 
 struct MatmulPush {

@@ -244,12 +244,14 @@ const MatmulPipeline& matmul_pipeline(const std::shared_ptr<Context>& ctx, Dtype
                                       const vulkan::MatmulForm& f) {
   struct Cache {
     std::mutex mu;
-    std::map<std::tuple<const Context*, int, bool, int, bool>, std::shared_ptr<MatmulPipeline>>
+    std::map<std::tuple<const Context*, int, bool, int, bool, bool, bool>,
+             std::shared_ptr<MatmulPipeline>>
         pipelines;
   };
   static Immortal<Cache> cache;
   std::lock_guard<std::mutex> lock(cache->mu);
-  auto& p = cache->pipelines[{ctx.get(), static_cast<int>(d.kind), f.tiled, f.width, f.by_address}];
+  auto& p = cache->pipelines[{ctx.get(), static_cast<int>(d.kind), f.tiled, f.width, f.by_address,
+                              f.trans_a, f.trans_b}];
   if (!p) {
     if (d == float64 && !ctx->info().float64)
       throw_error("vulkan: float64 matmul needs the device feature shaderFloat64, which ",
@@ -424,12 +426,14 @@ class VulkanQueue : public Queue {
     VulkanBuffer* bufs[3] = {own(a.a, "matmul"), own(a.b, "matmul"), own(a.c, "matmul")};
     vulkan::MatmulForm form;
     form.tiled = !ctx_->info().cpu;
+    form.trans_a = a.trans_a;
+    form.trans_b = a.trans_b;
     for (VulkanBuffer* b : bufs)
       form.by_address = form.by_address || beyond_binding_range(*b, "matmul");
     check_matmul_bounds(a, bufs);
     if (nb == 0 || a.m == 0 || a.n == 0) return nullptr;
     auto by4 = [](int64_t v) { return v % 4 == 0; };
-    if (!form.tiled && by4(a.n) && std::all_of(a.b_offsets.begin(), a.b_offsets.end(), by4) &&
+    if (!form.tiled && !form.trans_b && by4(a.n) && std::all_of(a.b_offsets.begin(), a.b_offsets.end(), by4) &&
         std::all_of(a.c_offsets.begin(), a.c_offsets.end(), by4))
       form.width = 4;
     const MatmulPipeline& mp = matmul_pipeline(ctx_, a.dtype, form);

@@ -1,0 +1,27 @@
+#include "compile/matmul_operands.h"
+
+namespace kiln {
+
+bool swaps_last_two(const ArrayNode& x) {
+  if (x.op != Op::Transpose) return false;
+  const std::vector<int>& p = x.params.axes;
+  int r = static_cast<int>(p.size());
+  for (int i = 0; i < r - 2; ++i)
+    if (p[i] != i) return false;
+  return r >= 2 && p[r - 2] == r - 1 && p[r - 1] == r - 2;
+}
+
+MatmulOperand matmul_operand(const ArrayNode& n, size_t i, const LeafFn& is_leaf) {
+  const ArrayNode* x = n.inputs.at(i).node().get();
+  if (n.op != Op::Matmul || is_leaf(*x) || !swaps_last_two(*x)) return {x, false};
+  return {x->inputs[0].node().get(), true};
+}
+
+std::vector<const ArrayNode*> library_reads(const ArrayNode& n, const LeafFn& is_leaf) {
+  std::vector<const ArrayNode*> out;
+  out.reserve(n.inputs.size());
+  for (size_t i = 0; i < n.inputs.size(); ++i) out.push_back(matmul_operand(n, i, is_leaf).node);
+  return out;
+}
+
+}  // namespace kiln
