@@ -6,7 +6,8 @@
 //     FMA pipes x vector lanes x 2 that the core really has;
 //  2. GEMM GFLOP/s of each library Kiln can call (OpenBLAS gemm, OpenBLAS gemv for matrix-vector
 //     shapes, oneDNN for float32 and the half types), through the backend's own matmul_with()
-//     (tiles over TBB), on square, skinny, small, batched and matrix-vector shapes, as a fraction
+//     (tiles over TBB), on square, skinny, small, batched and matrix-vector shapes (some with an
+//     operand stored transposed, as x @ W.T and dW = dy.T @ x read them), as a fraction
 //     of the measured peak; the library Kiln picks (measured per shape class, matmul_classes.h)
 //     is marked with its time over the fastest library's, and a summary line counts the shapes
 //     where it is within 10%; plus the old way, one OpenBLAS call on OpenBLAS's own threads;
@@ -93,22 +94,49 @@ struct Gemm {
   int64_t m, k, n;
   const char* cls;
   int64_t batches = 1;
+  bool ta = false, tb = false;  // A or B stored transposed, read in place (MatmulArgs)
 };
 
 const Gemm kGemms[] = {
-    {float32, 1024, 1024, 1024, "square"},   {float32, 2048, 2048, 2048, "square"},
-    {float32, 256, 1024, 4096, "skinny"},    {float32, 256, 4096, 1024, "skinny"},
-    {float32, 4096, 64, 4096, "skinny"},     {float32, 1, 4096, 4096, "vector"},
-    {float32, 4096, 4096, 1, "vector"},      {float32, 32, 32, 32, "small"},
-    {float32, 64, 64, 64, "small"},          {float32, 96, 96, 96, "small"},
-    {float32, 128, 128, 128, "small"},       {float32, 256, 256, 256, "small"},
-    {float64, 1024, 1024, 1024, "square"},   {float64, 2048, 2048, 2048, "square"},
-    {float64, 256, 1024, 4096, "skinny"},    {float64, 256, 4096, 1024, "skinny"},
-    {float64, 4096, 64, 4096, "skinny"},     {float64, 1, 4096, 4096, "vector"},
-    {float64, 4096, 4096, 1, "vector"},      {float32, 64, 64, 64, "batched", 64},
-    {float32, 128, 128, 128, "batched", 16}, {float64, 64, 64, 64, "batched", 64},
-    {float16, 256, 1024, 1024, "skinny"},    {kiln::bfloat16, 256, 1024, 1024, "skinny"},
+    {float32, 1024, 1024, 1024, "square"},
+    {float32, 2048, 2048, 2048, "square"},
+    {float32, 256, 1024, 4096, "skinny"},
+    {float32, 256, 4096, 1024, "skinny"},
+    {float32, 4096, 64, 4096, "skinny"},
+    {float32, 1, 4096, 4096, "vector"},
+    {float32, 4096, 4096, 1, "vector"},
+    {float32, 32, 32, 32, "small"},
+    {float32, 64, 64, 64, "small"},
+    {float32, 96, 96, 96, "small"},
+    {float32, 128, 128, 128, "small"},
+    {float32, 256, 256, 256, "small"},
+    {float64, 1024, 1024, 1024, "square"},
+    {float64, 2048, 2048, 2048, "square"},
+    {float64, 256, 1024, 4096, "skinny"},
+    {float64, 256, 4096, 1024, "skinny"},
+    {float64, 4096, 64, 4096, "skinny"},
+    {float64, 1, 4096, 4096, "vector"},
+    {float64, 4096, 4096, 1, "vector"},
+    {float32, 64, 64, 64, "batched", 64},
+    {float32, 128, 128, 128, "batched", 16},
+    {float64, 64, 64, 64, "batched", 64},
+    {float16, 256, 1024, 1024, "skinny"},
+    {kiln::bfloat16, 256, 1024, 1024, "skinny"},
     {float16, 1024, 1024, 1024, "square"},
+    // The training step's products with MLX's (out, in) weights: x @ W.T forward, dW = dy.T @ x
+    // backward (and the backward's shapes as stored, for comparison); whether the class's
+    // choice, measured on untransposed operands, still holds when an operand is transposed.
+    {float32, 256, 1024, 4096, "skinny", 1, false, true},
+    {float32, 256, 4096, 1024, "skinny", 1, false, true},
+    {float32, 1024, 256, 4096, "skinny"},
+    {float32, 1024, 256, 4096, "skinny", 1, true, false},
+    {float32, 4096, 256, 1024, "skinny"},
+    {float32, 4096, 256, 1024, "skinny", 1, true, false},
+    {float32, 1024, 1024, 1024, "square", 1, true, true},
+    {float32, 1, 4096, 4096, "vector", 1, false, true},
+    {float32, 4096, 4096, 1, "vector", 1, true, false},
+    {float64, 256, 1024, 4096, "skinny", 1, false, true},
+    {float64, 1024, 256, 4096, "skinny", 1, true, false},
 };
 
 struct GemmRun {
@@ -159,6 +187,8 @@ std::vector<GemmRun> measure_gemms(int threads, int rounds,
     a.m = g.m;
     a.k = g.k;
     a.n = g.n;
+    a.trans_a = g.ta;
+    a.trans_b = g.tb;
     for (int64_t b = 0; b < g.batches; ++b) {
       a.a_offsets.push_back(b * g.m * g.k);
       a.b_offsets.push_back(b * g.k * g.n);
@@ -174,7 +204,7 @@ std::vector<GemmRun> measure_gemms(int threads, int rounds,
     std::vector<MatmulLibrary> libs =
         cpu::matmul_candidates(cpu::matmul_class(a, cpu::threads_allowed()));
     // The baseline: one OpenBLAS call on its own threads (plain float32/float64 products).
-    if (g.batches == 1 && !g.dtype.is_half())
+    if (g.batches == 1 && !g.dtype.is_half() && !g.ta && !g.tb)
       runs.push_back(GemmRun{&g, MatmulLibrary::OpenBlasGemm, a, true});
     for (MatmulLibrary lib : libs) {
       cpu::matmul_with(lib, a);  // warm: oneDNN creates its primitives
@@ -227,7 +257,7 @@ void print_gemms(const std::vector<GemmRun>& runs, const Peak& peak, int threads
       "fastest library's in this run\n",
       rounds, threads, threads, threads * peak.gflops.at("f32 1t"),
       threads * peak.gflops.at("f64 1t"), cpu::matmul_tuner().path().c_str());
-  std::printf("%-8s %-7s %-19s %-23s %10s %9s %7s %7s\n", "dtype", "class", "[b x] m x k x n",
+  std::printf("%-8s %-7s %-27s %-23s %10s %9s %7s %7s\n", "dtype", "class", "[b x] m x k x n",
               "library", "ms", "GFLOP/s", "%peak", "x best");
   int within = 0, shapes = 0;
   double worst = 1;
@@ -239,10 +269,10 @@ void print_gemms(const std::vector<GemmRun>& runs, const Peak& peak, int threads
     // too, but it undercounts whenever another tenant holds a core. Half types run as float32.
     double core_peak = peak.gflops.at(g.dtype == float64 ? "f64 1t" : "f32 1t");
     char shape[64];
-    std::snprintf(shape, sizeof shape, "%s%lldx%lldx%lld",
+    std::snprintf(shape, sizeof shape, "%s%lldx%lldx%lld%s%s",
                   g.batches > 1 ? (std::to_string(g.batches) + " x ").c_str() : "",
                   static_cast<long long>(g.m), static_cast<long long>(g.k),
-                  static_cast<long long>(g.n));
+                  static_cast<long long>(g.n), g.ta ? " A^T" : "", g.tb ? " B^T" : "");
     bool is_pick = !run.own_threads && picked.at(run.g) == run.lib;
     char ratio[16] = "";
     if (is_pick) {
@@ -252,7 +282,7 @@ void print_gemms(const std::vector<GemmRun>& runs, const Peak& peak, int threads
       within += r <= 1.10;
       worst = std::max(worst, r);
     }
-    std::printf("%-8s %-7s %-19s %-22s%s %10.3f %9.1f %6.1f%% %7s\n", dtype_name(g.dtype), g.cls,
+    std::printf("%-8s %-7s %-27s %-22s%s %10.3f %9.1f %6.1f%% %7s\n", dtype_name(g.dtype), g.cls,
                 shape, run.own_threads ? "OpenBLAS own threads" : cpu::library_name(run.lib),
                 is_pick ? "*" : " ", run.best * 1e3, gf, 100 * gf / (threads * core_peak), ratio);
   }

@@ -314,8 +314,7 @@ class Lowering {
       t.name = "matmul";
       // step.reads: an operand transposed in place is its transpose's input (matmul_operands.h),
       // which every backend's matmul reads (MatmulArgs::trans_a / trans_b).
-      t.slots = {read(step.reads[0], lane, t.deps), read(step.reads[1], lane, t.deps),
-                 slot_for(n)};
+      t.slots = {read(step.reads[0], lane, t.deps), read(step.reads[1], lane, t.deps), slot_for(n)};
       matmul_args(n, t.matmul);
       t.matmul.trans_a = step.reads[0] != n.inputs[0].node().get();
       t.matmul.trans_b = step.reads[1] != n.inputs[1].node().get();

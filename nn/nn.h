@@ -45,8 +45,8 @@ class Module {
 };
 
 // y = x W + b, W of shape (in, out) and b (out), both drawn from U(-1/sqrt(in), 1/sqrt(in)).
-// W is stored (in, out), as Flax does (MLX and PyTorch store (out, in)): matmul reads its
-// operands as stored, so this layout needs no transposed copy of W in the forward pass.
+// W is stored (in, out), as Flax does (MLX and PyTorch store (out, in), as kiln.nn does); either
+// layout runs without a transposed copy (matmul reads a transposed operand in place).
 class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias = true, std::optional<random::Key> key = {},

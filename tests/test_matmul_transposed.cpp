@@ -75,7 +75,8 @@ void expect_case_matches_reference(const Case& c, const std::string& dev, Dtype 
     want = test::values(matmul(x, y));
   }
   StreamScope scope(device(dev));
-  auto f = compile([&](const std::vector<Array>& in) { return std::vector<Array>{c(in[0], in[1])}; });
+  auto f =
+      compile([&](const std::vector<Array>& in) { return std::vector<Array>{c(in[0], in[1])}; });
   Array got = compiled ? f({a, b})[0] : c(a, b);
   ASSERT_EQ(got.dtype(), d);
   EXPECT_EQ(test::values(got), want);
@@ -103,8 +104,8 @@ TEST(MatmulTransposed, EveryBackendDtypeAndLayoutMatchesReference) {
       for (const Case& c : cases(33, 70, 65))
         for (bool compiled : {true, false}) {
           size_t j = i++;
-          bool chosen = cpu ? cpu_runs(j)
-                            : j >= dev_runs.first && j < dev_runs.first + dev_runs.count;
+          bool chosen =
+              cpu ? cpu_runs(j) : j >= dev_runs.first && j < dev_runs.first + dev_runs.count;
           if (!chosen || (!cpu && std::string(dev) == "vulkan" && d != float32 && d != float64))
             continue;
           expect_case_matches_reference(c, dev, d, compiled);
@@ -125,7 +126,8 @@ TEST(MatmulTransposed, CpuEveryDtypeAndLayoutMatchesReference) {
         for (bool compiled : {true, false}) expect_case_matches_reference(c, dev, d, compiled);
   }
   if (test::backend_available("cpu"))
-    for (const Case& c : cases(130, 200, 161)) expect_case_matches_reference(c, "cpu", float32, true);
+    for (const Case& c : cases(130, 200, 161))
+      expect_case_matches_reference(c, "cpu", float32, true);
 }
 
 // The non-copy tasks of a lowered program's plan ("matmul ... transposed b"), and its kernels.
@@ -133,7 +135,8 @@ TEST(MatmulTransposed, CpuEveryDtypeAndLayoutMatchesReference) {
 // aliases when the devices agree.)
 std::vector<std::string> plan_tasks(const std::string& text) {
   std::vector<std::string> out;
-  std::istringstream in(text.substr(text.find("plan:"), text.find("placements:") - text.find("plan:")));
+  std::istringstream in(
+      text.substr(text.find("plan:"), text.find("placements:") - text.find("plan:")));
   for (std::string line; std::getline(in, line);)
     if (line.rfind("task ", 0) == 0 && line.find(": copy ") == std::string::npos)
       out.push_back(line.substr(line.find(": ") + 2));
@@ -194,8 +197,8 @@ TEST(MatmulTransposed, GradientsThroughXTimesWTransposed) {
       want[1] = as_data(transpose(want[1]));
     }
     StreamScope scope(device("cpu"));
-    auto g = compile(grad(
-        [&](const std::vector<Array>& in) { return loss(in[0], transpose(in[1])); }, {0, 1}));
+    auto g = compile(
+        grad([&](const std::vector<Array>& in) { return loss(in[0], transpose(in[1])); }, {0, 1}));
     std::vector<Array> got = g({x, w});
     double tol = d == float32 ? 1e-5 : 1e-12;
     test::expect_near(test::values(got[0]), test::values(want[0]), tol);

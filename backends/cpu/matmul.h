@@ -4,6 +4,8 @@
 //   - oneDNN's matmul primitive for float32 (when built in; oneDNN 2.6 has no float64 matmul);
 //   - float16/bfloat16: widened to float32 (exact), run by float32's choice, rounded back;
 //   - integer dtypes: a plain loop with wrap-around accumulation (the oracle's meaning).
+// Each reads an operand stored transposed (MatmulArgs::trans_a/trans_b) in place: BLAS's and
+// oneDNN's transpose flags or strides, gemv's either layout, the loop's strides.
 // Every library runs tiles of C over TBB (gemm_tiles.h). Whether oneDNN is built in is decided
 // at configure time (CMake finds libdnnl or records why not, see matmul_libraries()); nothing
 // falls back at run time. Both libraries accumulate float32 in float32, so results differ from

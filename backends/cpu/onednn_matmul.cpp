@@ -88,7 +88,8 @@ void onednn_sgemm(const OneDnnOperand& A, const OneDnnOperand& B, float* C, int6
   // thread's OpenMP setting: one thread, since TBB already runs one tile per core.
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
   State& s = state();
-  std::shared_ptr<const Entry> e = entry_for(s, Key{m, n, k, A.ld, B.ld, ldc, A.transposed, B.transposed});
+  std::shared_ptr<const Entry> e =
+      entry_for(s, Key{m, n, k, A.ld, B.ld, ldc, A.transposed, B.transposed});
   // Per thread: a stream, and a scratchpad that grows to the largest any primitive asked for.
   thread_local dnnl::stream stream(s.engine);
   thread_local std::vector<char> scratch;

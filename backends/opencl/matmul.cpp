@@ -54,8 +54,8 @@ std::string source(Dtype d, bool fp64) {
     e.replace(e.find('X'), 1, x);
     return fl ? "(" + acc + ")" + e : "(ulong)(long)" + e;
   };
-  s += "    for (long p = 0; p < k; ++p) acc += " + ld("a[oa + p * sap]") + " * " + ld("b[ob + p * sbp]") +
-       ";\n";
+  s += "    for (long p = 0; p < k; ++p) acc += " + ld("a[oa + p * sap]") + " * " +
+       ld("b[ob + p * sbp]") + ";\n";
   std::string out = "c[offs[3 * bi + 2] + i * n + j]";
   if (d == float16)
     s += "    vstore_half_rte((float)acc, 0, (__global half*)&" + out + ");\n";
@@ -109,10 +109,9 @@ cl_event clblast_gemm(cl_command_queue q, const MatmulArgs& a, cl_mem ma, cl_mem
   // A transposed operand is stored as its transpose: A as k x m, B as n x k.
   auto flag = [](bool t) { return t ? clblast::Transpose::kYes : clblast::Transpose::kNo; };
   size_t lda = a.trans_a ? m : k, ldb = a.trans_b ? k : n;
-  auto status = clblast::GemmBatched<T>(clblast::Layout::kRowMajor, flag(a.trans_a),
-                                        flag(a.trans_b), m, n, k, alphas.data(), ma, ao.data(), lda,
-                                        mb, bo.data(), ldb, betas.data(), mc, co.data(), n, batches,
-                                        &q, &ev);
+  auto status = clblast::GemmBatched<T>(
+      clblast::Layout::kRowMajor, flag(a.trans_a), flag(a.trans_b), m, n, k, alphas.data(), ma,
+      ao.data(), lda, mb, bo.data(), ldb, betas.data(), mc, co.data(), n, batches, &q, &ev);
   if (status != clblast::StatusCode::kSuccess)
     throw_error("opencl: CLBlast GemmBatched (", a.m, "x", a.k, " @ ", a.k, "x", a.n, ", ", batches,
                 " batches, ", a.dtype, ") failed with status ", static_cast<int>(status));

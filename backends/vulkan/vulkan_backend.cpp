@@ -433,7 +433,8 @@ class VulkanQueue : public Queue {
     check_matmul_bounds(a, bufs);
     if (nb == 0 || a.m == 0 || a.n == 0) return nullptr;
     auto by4 = [](int64_t v) { return v % 4 == 0; };
-    if (!form.tiled && !form.trans_b && by4(a.n) && std::all_of(a.b_offsets.begin(), a.b_offsets.end(), by4) &&
+    if (!form.tiled && !form.trans_b && by4(a.n) &&
+        std::all_of(a.b_offsets.begin(), a.b_offsets.end(), by4) &&
         std::all_of(a.c_offsets.begin(), a.c_offsets.end(), by4))
       form.width = 4;
     const MatmulPipeline& mp = matmul_pipeline(ctx_, a.dtype, form);

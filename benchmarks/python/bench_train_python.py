@@ -11,7 +11,8 @@ step runs in `bench_train --serve` and JAX's in benchmarks/peers/train_jax.py, e
 process answering `N` with the fastest of N steps; every round times the three in turn and the
 fastest step of each over the rounds is reported. A fourth entry runs the Python step with the
 weights stored (in, out), C++'s layout, instead of MLX's (out, in): it shows what the transposes
-MLX's layout asks for cost (kiln's matmul reads its operands as stored). Memory: the cpu buffer pool's peak during one
+MLX's layout asks for cost (kiln's matmul reads a transposed operand in place, so about
+nothing). Memory: the cpu buffer pool's peak during one
 step less what the process held besides the step's arguments, in Python
 (kiln.get_peak_memory) and in C++ (the same count, bench_train's "measured" figure).
 """
