@@ -1,6 +1,7 @@
 // Differential tests of the cpu backend (LLVM ORC JIT) against the reference interpreter:
 // every op and dtype through the Backend interface, 600 seeded random Kernel IR kernels, the
-// float32 vector math against libm, the disk cache, the buffer pool and matmul.
+// float32 vector math against libm, the scans' vector running sums, the disk cache, the buffer
+// pool and matmul.
 //
 // Tolerances: element-wise arithmetic, casts, comparisons, max/min/argmax and integer work must
 // be bitwise equal (no FMA contraction, no fast-math: see backends/cpu/codegen.h); float32
@@ -27,6 +28,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/disk_cache.h"
 #include "backends/cpu/jit.h"
+#include "backends/cpu/scan_vectors.h"
 #include "backends/extension.h"
 #include "backends/scalar_ops.h"
 #include "backends/split_reduce.h"
@@ -1009,3 +1011,43 @@ TEST(CpuBackend, BadLaunchesRaiseErrors) {
 
 }  // namespace
 }  // namespace kiln
+
+// The scans' vector running sums (backends/cpu/scan_vectors.h), every form this host runs (an
+// AVX-512 host runs the AVX2 form as well, so both are checked here): against the sequential
+// sum in long double, for lengths around the vector widths and the two-vector step, from a
+// carry; the returned value is the last output.
+template <class T>
+void check_vector_scans(kiln::cpu::ScanIsa isa, double rtol) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(-4, 4);
+  for (int64_t n : {0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 1000, 4099}) {
+    std::vector<T> x(n), out(n, T(-1));
+    for (T& v : x) v = static_cast<T>(u(rng));
+    T carry = static_cast<T>(u(rng));
+    T last = kiln::cpu::sum_scan(x.data(), out.data(), n, carry, isa);
+    long double acc = carry, scale = std::abs(static_cast<long double>(carry));
+    for (int64_t k = 0; k < n; ++k) {
+      acc += x[k];
+      scale += std::abs(static_cast<long double>(x[k]));
+      ASSERT_NEAR(out[k], static_cast<double>(acc), rtol * static_cast<double>(scale))
+          << "n " << n << " k " << k;
+    }
+    EXPECT_EQ(last, n ? out[n - 1] : carry) << "n " << n;
+    long double total = 0;
+    for (T v : x) total += v;
+    EXPECT_NEAR(kiln::cpu::sum_total(x.data(), n), static_cast<double>(total),
+                rtol * static_cast<double>(scale + 1))
+        << "n " << n;
+  }
+}
+
+TEST(CpuBackend, VectorScansMatchSequentialSums) {
+  kiln::cpu::ScanIsa host = kiln::cpu::host_scan_isa();
+  if (host == kiln::cpu::ScanIsa::None) GTEST_SKIP() << "no AVX2 on this host";
+  for (kiln::cpu::ScanIsa isa : {kiln::cpu::ScanIsa::Avx2, kiln::cpu::ScanIsa::Avx512}) {
+    if (isa == kiln::cpu::ScanIsa::Avx512 && host != kiln::cpu::ScanIsa::Avx512) continue;
+    SCOPED_TRACE(isa == kiln::cpu::ScanIsa::Avx512 ? "avx512" : "avx2");
+    check_vector_scans<float>(isa, 1e-6);
+    check_vector_scans<double>(isa, 1e-14);
+  }
+}
