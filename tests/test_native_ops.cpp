@@ -406,7 +406,10 @@ TEST(NativeOps, CpuLongRowsMatchReference) {
   for (const Layout& l : layouts) {
     for (Dtype d : kDtypes) {
       Array x = random_wide(d, l.shape, rng);
-      for (const auto& [name, f] : cases) {
+      for (const auto& c : cases) {
+        // Not a structured binding: clang 15 (the sanitizer builds) cannot capture one.
+        const std::string& name = c.first;
+        const auto& f = c.second;
         SCOPED_TRACE(name + " " + d.name() + " n " + std::to_string(l.shape[0]));
         auto on = [&](const char* where) {
           StreamScope s(device(where));
