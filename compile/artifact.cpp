@@ -223,6 +223,9 @@ void read_plan(TextReader& r, Parsed& p) {
     r.expect(" deps");
     // Only earlier tasks: the order in the file is a topological order, so no cycle can hide.
     for (int64_t d : read_list(r)) task.deps.push_back(index_below(r, d, t, "earlier task"));
+    // A matmul's operands read transposed: taken from the artifact section's task line, and
+    // this line must equal the plan rendered from it (checked at the end).
+    if (r.accept(" transposed ")) r.word();
     r.expect_end_of_line();
     p.tasks.push_back(std::move(task));
     r.next_line();

@@ -6,6 +6,7 @@
 // gradients with w.T given as data.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <sstream>
@@ -204,4 +205,36 @@ TEST(MatmulTransposed, GradientsThroughXTimesWTransposed) {
     test::expect_near(test::values(got[0]), test::values(want[0]), tol);
     test::expect_near(test::values(got[1]), test::values(want[1]), tol);
   }
+}
+
+// An artifact of x @ w.T and a.T @ b.T keeps the flags ("transposed b", "transposed ab" on the
+// matmul's task line), reads back to the same text and runs to the same values; a flag line
+// naming neither operand raises with its place.
+TEST(MatmulTransposed, ArtifactsKeepTheFlags) {
+  Array x = small_ints({4, 6}, float32, 1), w = small_ints({5, 6}, float32, 2);
+  auto f = compile([](const std::vector<Array>& in) {
+    return std::vector<Array>{matmul(in[0], transpose(in[1])),
+                              matmul(transpose(in[0]), transpose(in[2]))};
+  });
+  Array v = small_ints({3, 4}, float32, 3);
+  Executable e = f.lower({x, w, v}).compile();
+  std::string text = e.artifact();
+  EXPECT_NE(text.find(" transposed b\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(" transposed ab\n"), std::string::npos) << text;
+  Executable back = Executable::from_artifact(text);
+  EXPECT_EQ(back.as_text(), e.as_text());
+  std::vector<Array> want = f({x, w, v}), got = back({x, w, v});
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(test::values(got[i]), test::values(want[i])) << i;
+  // A damaged flag in the artifact's task list: "transposed ab" -> "transposed xy", with the
+  // checksum (FNV-1a 64 of everything before its line) made to match, so the reader reaches it.
+  std::string bad = text;
+  bad.replace(bad.rfind(" transposed ab\n"), 15, " transposed xy\n");
+  std::string body = bad.substr(0, bad.rfind("checksum "));
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : body) h = (h ^ c) * 0x100000001b3ULL;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  bad = body + "checksum " + hex + "\n";
+  test::expect_error([&] { Executable::from_artifact(bad); }, {"'a', 'b' or 'ab'"});
 }
