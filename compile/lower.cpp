@@ -185,13 +185,7 @@ class Lowering {
   // `n`, computed on another rank, arrives here on `lane` the first time a step reads it.
   void add_recv(const ArrayNode& n, int lane) {
     int from = owner(&n);
-    Slot s;
-    s.dtype = n.dtype;
-    s.elements = shape_size(n.shape);
-    s.lane = lane;
-    NodeInfo ni;
-    ni.lane = lane;
-    ni.slot = result_.plan.add_slot(s);
+    NodeInfo& ni = add_slot(n, lane);
     Task t;
     t.kind = TaskKind::Native;
     t.name = "recv_from_rank" + std::to_string(from);
@@ -199,7 +193,6 @@ class Lowering {
     t.slots = {ni.slot};
     t.native = message(n, Op::Recv, from, edges_.at(std::make_pair(&n, me_)));
     ni.producers.push_back(result_.plan.add_task(std::move(t)));
-    info_[&n] = ni;
   }
 
   // An output computed on another rank: a slot nothing writes, and the rank to name.
@@ -276,16 +269,20 @@ class Lowering {
   int slot_for(const ArrayNode& n) {
     auto it = info_.find(&n);
     if (it != info_.end()) return it->second.slot;
-    int lane = result_.plan.add_lane(lane_spec(n));
+    return add_slot(n, result_.plan.add_lane(lane_spec(n))).slot;
+  }
+
+  // A new slot for `n`'s data on `lane`, recorded as where n lives.
+  NodeInfo& add_slot(const ArrayNode& n, int lane) {
     Slot s;
     s.dtype = n.dtype;
     s.elements = shape_size(n.shape);
     s.lane = lane;
-    NodeInfo ni;
+    NodeInfo& ni = info_[&n];
+    ni = NodeInfo{};
     ni.lane = lane;
     ni.slot = result_.plan.add_slot(s);
-    info_[&n] = ni;
-    return ni.slot;
+    return ni;
   }
 
   void add_step(FusedStep& step) {
