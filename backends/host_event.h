@@ -1,5 +1,6 @@
 // An Event the host completes: work finished by a Kiln thread rather than a driver (the
-// distributed progress thread, test doubles of asynchronous queues). Completed exactly once;
+// distributed progress thread, the vulkan backend's timeline watcher, test doubles of
+// asynchronous queues). Completed exactly once;
 // callbacks registered before completion run on the completing thread, later ones at once.
 #pragma once
 
@@ -27,6 +28,11 @@ class HostEvent : public Event {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return done_; });
     if (error_) std::rethrow_exception(error_);
+  }
+  // Whether complete() has run.
+  bool completed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
   }
   // With the error that stopped the work, or nullptr.
   void complete(std::exception_ptr e) {

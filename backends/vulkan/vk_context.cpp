@@ -213,41 +213,6 @@ const std::vector<PhysicalInfo>& physical_devices() {
   return all;
 }
 
-// ---- events ---------------------------------------------------------------------------------
-
-void GpuEvent::on_complete(std::function<void(std::exception_ptr)> f) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (done_) {
-    lock.unlock();
-    f(error_);
-    return;
-  }
-  callbacks_.push_back(std::move(f));
-}
-
-bool GpuEvent::completed() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return done_;
-}
-
-void GpuEvent::wait() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return done_; });
-  if (error_) std::rethrow_exception(error_);
-}
-
-void GpuEvent::complete(std::exception_ptr e) {
-  std::vector<std::function<void(std::exception_ptr)>> cbs;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    done_ = true;
-    error_ = e;
-    cbs.swap(callbacks_);
-  }
-  cv_.notify_all();
-  for (auto& f : cbs) f(e);
-}
-
 // ---- context --------------------------------------------------------------------------------
 
 Context::Context(int index) : index_(index), info_(physical_devices().at(index)) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/host_event.h"
 
 namespace kiln::vulkan {
 
@@ -57,12 +58,10 @@ int64_t validation_message_count();
 
 class Context;
 
-class GpuEvent : public Event {
+// The event of work on a queue: completed by the context's watcher thread when the timeline
+// value it carries is signalled, so its waiting and callbacks are a HostEvent's.
+class GpuEvent : public HostEvent {
  public:
-  void on_complete(std::function<void(std::exception_ptr)> f) override;
-  void wait() override;
-  void complete(std::exception_ptr e);
-
   // The timeline value whose signal completes this event, on `ctx`'s device; `keep` holds the
   // semaphore alive for submissions of other lanes that wait on it.
   void set_timeline(const Context* ctx, VkSemaphore sem, uint64_t value,
@@ -76,7 +75,6 @@ class GpuEvent : public Event {
   // Set for values the host signals (a cpu task's completion, a deferred host transfer).
   void set_host_signaled() { host_signaled_ = true; }
   bool host_signaled() const { return host_signaled_; }
-  bool completed();
 
  private:
   const Context* ctx_ = nullptr;
@@ -84,11 +82,6 @@ class GpuEvent : public Event {
   uint64_t value_ = 0;
   std::shared_ptr<void> keep_;
   bool host_signaled_ = false;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::exception_ptr error_;
-  std::vector<std::function<void(std::exception_ptr)>> callbacks_;
 };
 
 // One logical device. Lives as long as anything (buffers, kernels, queues) holds it.
