@@ -1,4 +1,5 @@
 // Transform rules of matmul: cotangents sum over the batch axes an operand was broadcast along.
+#include "compile/matmul_operands.h"
 #include "compile/rules.h"
 #include "graph/ops.h"
 #include "graph/trace_state.h"
@@ -10,17 +11,6 @@ namespace {
 
 using rule::differentiable;
 
-// Whether `x` is a transpose of its input's last two axes only (x = w^T, as in x @ w.T).
-bool swaps_last_two(const Array& x) {
-  const ArrayNode& n = *x.node();
-  if (n.op != Op::Transpose) return false;
-  const std::vector<int>& p = n.params.axes;
-  int r = static_cast<int>(p.size());
-  for (int i = 0; i < r - 2; ++i)
-    if (p[i] != i) return false;
-  return r >= 2 && p[r - 2] == r - 1 && p[r - 1] == r - 2;
-}
-
 // For an operand that is w^T, the cotangent is made as (the product for w)^T: the transpose's
 // own rule then transposes it back, and inside a trace the compile pass cancels the pair, so
 // w's gradient is one matmul in w's layout instead of a matmul and a transposed copy of a
@@ -30,10 +20,10 @@ std::vector<MaybeArray> matmul_vjp(const ArrayNode& n, const Array&, const Array
   if (!differentiable(n.dtype)) return {std::nullopt, std::nullopt};
   const Array &a = n.inputs[0], &b = n.inputs[1];
   bool traced = is_tracing();
-  Array da = traced && swaps_last_two(a) ? swapaxes(matmul(b, swapaxes(ct, -1, -2)), -1, -2)
-                                         : matmul(ct, swapaxes(b, -1, -2));
-  Array db = traced && swaps_last_two(b) ? swapaxes(matmul(swapaxes(ct, -1, -2), a), -1, -2)
-                                         : matmul(swapaxes(a, -1, -2), ct);
+  Array da = traced && swaps_last_two(*a.node()) ? swapaxes(matmul(b, swapaxes(ct, -1, -2)), -1, -2)
+                                                 : matmul(ct, swapaxes(b, -1, -2));
+  Array db = traced && swaps_last_two(*b.node()) ? swapaxes(matmul(swapaxes(ct, -1, -2), a), -1, -2)
+                                                 : matmul(swapaxes(a, -1, -2), ct);
   return {rule::unbroadcast(da, a.shape()), rule::unbroadcast(db, b.shape())};
 }
 
