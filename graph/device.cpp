@@ -49,37 +49,38 @@ thread_local std::vector<ScopeEntry> t_scopes;
 // MLX's are: another thread still starts on each device's stream 0).
 thread_local std::map<Device, int> t_default_streams;
 
+// A rank or device index written in `spec`: a non-negative integer (bounded, so no overflow).
+int parse_index(const std::string& idx, const std::string& spec, const char* what,
+                const char* example) {
+  char* end = nullptr;
+  long v = idx.empty() ? -1 : std::strtol(idx.c_str(), &end, 10);
+  if (idx.empty() || *end != '\0' || v < 0 || v > 1 << 20)
+    throw_error("device: '", spec, "' has a bad ", what, " '", idx,
+                "' (expected a non-negative integer, e.g. \"", example, "\")");
+  return static_cast<int>(v);
+}
+
 // "rank3/" in front of a device: the rank's index, removed from `spec`.
 int parse_rank(std::string& spec) {
   if (spec.rfind("rank", 0) != 0) return -1;
   auto slash = spec.find('/');
   if (slash == std::string::npos) return -1;
-  std::string idx = spec.substr(4, slash - 4);
-  char* end = nullptr;
-  long v = idx.empty() ? -1 : std::strtol(idx.c_str(), &end, 10);
-  if (idx.empty() || *end != '\0' || v < 0 || v > 1 << 20)
-    throw_error("device: '", spec, "' has a bad rank '", idx,
-                "' (expected a non-negative integer, e.g. \"rank1/cpu\")");
+  int rank = parse_index(spec.substr(4, slash - 4), spec, "rank", "rank1/cpu");
   spec = spec.substr(slash + 1);
-  return static_cast<int>(v);
+  return rank;
 }
 
 Device parse_device(std::string spec) {
+  const std::string whole = spec;  // errors name what the user wrote, rank included
   Device d;
   d.rank = parse_rank(spec);
   auto colon = spec.find(':');
   d.backend = spec.substr(0, colon);
   if (d.backend.empty())
-    throw_error("device: '", spec, "' has no backend name (expected e.g. \"cpu\" or \"opencl:0\")");
-  if (colon != std::string::npos) {
-    std::string idx = spec.substr(colon + 1);
-    char* end = nullptr;
-    long v = idx.empty() ? -1 : std::strtol(idx.c_str(), &end, 10);
-    if (idx.empty() || *end != '\0' || v < 0 || v > 1 << 20)
-      throw_error("device: '", spec, "' has a bad index '", idx,
-                  "' (expected a non-negative integer, e.g. \"opencl:0\")");
-    d.index = static_cast<int>(v);
-  }
+    throw_error("device: '", whole,
+                "' has no backend name (expected e.g. \"cpu\" or \"opencl:0\")");
+  if (colon != std::string::npos)
+    d.index = parse_index(spec.substr(colon + 1), whole, "index", "opencl:0");
   return d;
 }
 

@@ -91,6 +91,10 @@ TEST(DistributedLocal, PlacementOnRanks) {
         message([&] { eval(exp(x, there)); })})
     EXPECT_NE(m.find("world group of 1 rank"), std::string::npos) << m;
   EXPECT_NE(message([] { device("rankx/cpu"); }).find("bad rank"), std::string::npos);
+  EXPECT_NE(message([] { device("rank1/"); }).find("'rank1/' has no backend name"),
+            std::string::npos);
+  EXPECT_NE(message([] { device("rank1/cpu:99999999999999999999"); }).find("bad index"),
+            std::string::npos);
 }
 
 }  // namespace
