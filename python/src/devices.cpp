@@ -40,6 +40,11 @@ void init_devices(nb::module_& m) {
           // rank: the device on that rank of the world group (placement on ranks), as the
           // name "rank1/cpu" says.
           [](Device* self, nb::handle spec, int index, int rank) {
+            // -1 is "not given"; other negatives were silently ignored.
+            if (index < -1 || rank < -1)
+              throw Error("kiln.Device: " + std::string(index < -1 ? "index" : "rank") + " is " +
+                          std::to_string(index < -1 ? index : rank) +
+                          "; give a non-negative integer, or leave it out");
             Device d = to_device(spec);
             if (index >= 0) d.index = index;
             if (rank >= 0) d.rank = rank;

@@ -27,6 +27,9 @@ def test_one_rank_group():
     with pytest.raises(mx.Error, match="world group of 1 rank"):
         mx.Device("cpu", rank=1)
     assert mx.Device("cpu", rank=0).rank == 0 and "rank=0" in repr(mx.Device("cpu", rank=0))
+    for kwargs, what in (({"rank": -5}, "rank is -5"), ({"index": -3}, "index is -3")):
+        with pytest.raises(mx.Error, match=what):
+            mx.Device("cpu", **kwargs)
     grads = {"w": x, "b": [mx.array(0.5)]}
     import kiln.nn as nn
     assert nn.average_gradients(grads) is grads
