@@ -146,10 +146,9 @@ struct PyScheduler {
 };
 
 // Waits until the job ends or `timeout` seconds pass (None: no limit), in slices with the GIL
-// released; Ctrl-C cancels the job and raises KeyboardInterrupt.
-bool wait_job(const Job& job, const JobData* data, std::optional<double> timeout) {
-  if (data == t_running && !job.done())
-    throw Error("Job.wait (or outputs) inside the job's own function would wait for itself");
+// released; Ctrl-C cancels the job and raises KeyboardInterrupt. A wait from inside a job that
+// could never end (the job itself, a job queued behind it) raises in Job::wait_until.
+bool wait_job(const Job& job, std::optional<double> timeout) {
   if (timeout && !(*timeout >= 0))
     throw Error("Job.wait: timeout is " + std::to_string(*timeout) +
                 "; give seconds >= 0, or None to wait until the job ends");
@@ -200,7 +199,7 @@ nb::object job_error(const PyJob& j) {
 }
 
 nb::object job_outputs(const PyJob& j) {
-  wait_job(j.job, j.data.get(), std::nullopt);
+  wait_job(j.job, std::nullopt);
   std::vector<Array> out;
   try {
     nb::gil_scoped_release release;
@@ -299,9 +298,7 @@ void init_jobs(nb::module_& m) {
                     "A submitted job; Scheduler.submit returns it.")
       .def(
           "wait",
-          [](const PyJob& j, std::optional<double> timeout) {
-            return wait_job(j.job, j.data.get(), timeout);
-          },
+          [](const PyJob& j, std::optional<double> timeout) { return wait_job(j.job, timeout); },
           "timeout"_a = nb::none(),
           "Waits until the job ends (True) or `timeout` seconds pass (False). Ctrl-C cancels "
           "the job and raises KeyboardInterrupt.")

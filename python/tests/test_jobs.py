@@ -199,7 +199,7 @@ def test_waiting_for_itself_from_inside_a_job_raises_instead_of_hanging():
         me.append(j)
         gate.set()
         assert j.wait(30) and j.status == mx.JobStatus.failed
-        assert isinstance(j.error, mx.Error) and "wait for itself" in str(j.error)
+        assert isinstance(j.error, mx.Error) and "waits for itself" in str(j.error)
         for call in (s.wait_all, s.close):
             k = s.submit(call)
             assert k.wait(30) and k.status == mx.JobStatus.failed
