@@ -1,7 +1,9 @@
 #include "backends/cpu/codegen.h"
 
+#include <llvm/ADT/Triple.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Module.h>
 
 #include <cmath>
@@ -9,6 +11,7 @@
 #include <limits>
 #include <map>
 
+#include "backends/cpu/streaming_stores.h"
 #include "backends/cpu/vector_math.h"
 #include "graph/element.h"
 #include "graph/error.h"
@@ -26,13 +29,16 @@ constexpr double kTwoPi = 6.283185307179586476925286766559;
 class Codegen {
  public:
   Codegen(const Kernel& k, const std::string& symbol, const CodegenTarget& target,
-          llvm::LLVMContext& ctx)
+          const CodegenOptions& options, llvm::LLVMContext& ctx)
       : k_(&k), ctx_(ctx), mod_(std::make_unique<llvm::Module>("kiln_" + symbol, ctx)), b_(ctx) {
     mod_->setTargetTriple(target.triple);
     make_function(symbol, target);
     float_lanes_ = target.features.find("+avx512f") != std::string::npos ? 16
                    : target.features.find("+avx") != std::string::npos   ? 8
                                                                          : 0;
+    // sfence (below) is x86's; elsewhere the stores stay ordinary.
+    if (options.streaming_stores && llvm::Triple(target.triple).isX86())
+      streamed_ = streamable_buffers(k);
   }
 
   std::unique_ptr<llvm::Module> run() {
@@ -41,7 +47,9 @@ class Codegen {
     for (size_t i = 0; i < k_->passes.size(); ++i) passes_.push_back(k_->pass_kernel(i));
     row_kept_ = k_->ndim() - k_->row_axes();
     if (!passes_.empty()) find_carried();
-    if (k_->in_place.empty())
+    if (!streamed_.empty())
+      emit_streaming_versions();
+    else if (k_->in_place.empty())
       emit_walk();
     else
       emit_versions();
@@ -244,6 +252,39 @@ class Codegen {
     b_.SetInsertPoint(done);
   }
 
+  // Streaming stores (streaming_stores.h): when every streamed buffer is bound kStreamAlign-
+  // aligned, a walk that assumes so (LLVM's alignment-from-assumptions pass carries it to the
+  // vectorised stores: each row starts aligned, so its vectors do; mark_streaming_stores then
+  // makes them non-temporal), followed by an sfence; otherwise the ordinary walk.
+  // Non-temporal stores are weakly ordered: they may reach memory after later ordinary stores,
+  // such as the one by which the thread running this chunk signals that it finished (oneTBB's
+  // join, an event). The sfence orders them before any later store, so whoever sees the chunk
+  // done sees its output.
+  void emit_streaming_versions() {
+    llvm::Value* aligned = b_.getTrue();
+    for (int b : streamed_) {
+      llvm::Value* low =
+          b_.CreateAnd(b_.CreatePtrToInt(buf_ptrs_[b], b_.getInt64Ty()), i64(kStreamAlign - 1));
+      aligned = b_.CreateAnd(aligned, b_.CreateICmpEQ(low, i64(0)));
+    }
+    auto* stream = llvm::BasicBlock::Create(ctx_, "streaming", fn_);
+    auto* plain = llvm::BasicBlock::Create(ctx_, "plain", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "walked", fn_);
+    b_.CreateCondBr(aligned, stream, plain);
+    b_.SetInsertPoint(stream);
+    for (int b : streamed_) {
+      llvm::Value* bundle[] = {buf_ptrs_[b], i64(kStreamAlign)};
+      b_.CreateAssumption(b_.getTrue(), {llvm::OperandBundleDef("align", bundle)});
+    }
+    emit_walk();
+    b_.CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {});
+    b_.CreateBr(done);
+    b_.SetInsertPoint(plain);
+    emit_walk();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+
   // Walks [begin, end) of the flattened kept domain one row (a run of the innermost kept axis)
   // at a time: the multi-index is recomputed by division once per row, not per point.
   void emit_rows() {
@@ -426,8 +467,12 @@ class Codegen {
   }
 
   // A pass without a reduction: every value and store at each point of the row, the innermost
-  // axis the vectorised loop.
+  // axis the vectorised loop. A pass storing float16 or bfloat16 asks for the full float32
+  // width: left to itself, LLVM 15 widened the float16 softmax's map loop to 4 lanes (8-byte
+  // stores, too narrow to stream) where one conversion per 16 floats does.
   void emit_row_map() {
+    for (const Store& s : k_->stores)
+      if (k_->buffers[s.buffer].dtype.is_half()) loop_width_ = float_lanes_;
     std::function<void(int)> nest = [&](int axis) {
       if (axis == k_->ndim()) {
         for (int i = 0; i < static_cast<int>(k_->body.size()); ++i) {
@@ -444,6 +489,7 @@ class Codegen {
       });
     };
     nest(walk_kept());
+    loop_width_ = 0;
   }
 
   // Values of the pass that do not move along the row (loads of what an earlier pass stored
@@ -1105,6 +1151,7 @@ class Codegen {
   int cur_pass_ = -1;           // the pass being emitted
   int carry_pass_ = -2;         // the reduction pass whose values the map pass reads back
   std::vector<Carried> carried_;
+  std::vector<int> streamed_;  // buffers whose element-wise stores may stream
   llvm::LLVMContext& ctx_;
   std::unique_ptr<llvm::Module> mod_;
   IRBuilder<> b_;
@@ -1119,8 +1166,10 @@ class Codegen {
 }  // namespace
 
 std::unique_ptr<llvm::Module> generate_kernel(const Kernel& k, const std::string& symbol,
-                                              const CodegenTarget& target, llvm::LLVMContext& ctx) {
-  return Codegen(k, symbol, target, ctx).run();
+                                              const CodegenTarget& target,
+                                              const CodegenOptions& options,
+                                              llvm::LLVMContext& ctx) {
+  return Codegen(k, symbol, target, options, ctx).run();
 }
 
 }  // namespace kiln::cpu

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "backends/cpu/codegen_options.h"
 #include "backends/kernel_ir.h"
 
 namespace llvm {
@@ -36,6 +37,8 @@ struct CodegenTarget {
 
 // Builds the module holding `symbol`. The kernel must already be valid (Kernel::validate()).
 std::unique_ptr<llvm::Module> generate_kernel(const Kernel& k, const std::string& symbol,
-                                              const CodegenTarget& target, llvm::LLVMContext& ctx);
+                                              const CodegenTarget& target,
+                                              const CodegenOptions& options,
+                                              llvm::LLVMContext& ctx);
 
 }  // namespace kiln::cpu

@@ -11,6 +11,7 @@
 #include "backends/cpu/matmul.h"
 #include "backends/cpu/native_ops.h"
 #include "backends/cpu/row_walk.h"
+#include "backends/cpu/streaming_stores.h"
 #include "backends/launch_check.h"
 #include "backends/split_reduce.h"
 #include "graph/device_hooks.h"
@@ -122,7 +123,9 @@ class CpuBackend : public Backend {
     auto ck = std::make_shared<CpuKernel>();
     if (k.is_rows()) {
       if (cpu::row_walk_fits(k)) {  // one walk over the rows, each row's passes in cache
-        ck->launch = launch_of(k, k.hash(), ck->code);
+        cpu::CodegenOptions options;
+        options.streaming_stores = cpu::streams_output(k);  // past the last-level cache
+        ck->launch = launch_of(k, k.hash(), ck->code, options);
         ck->launch.kept = k.ndim() - k.row_axes();  // the launch splits the rows
       } else {
         for (size_t i = 0; i < k.passes.size(); ++i)
@@ -146,8 +149,9 @@ class CpuBackend : public Backend {
 
  private:
   // `key` is the hash of the kernel as the user built it (merge_axes is deterministic).
-  static Launch launch_of(const Kernel& k, uint64_t key, std::vector<cpu::JitCodePtr>& code) {
-    code.push_back(cpu::Jit::instance().get(k, key));
+  static Launch launch_of(const Kernel& k, uint64_t key, std::vector<cpu::JitCodePtr>& code,
+                          const cpu::CodegenOptions& options = {}) {
+    code.push_back(cpu::Jit::instance().get(k, key, options));
     return Launch{code.back()->fn(), k.domain, k.kept_axes()};
   }
   static Launch launch_of(const Kernel& k, std::vector<cpu::JitCodePtr>& code) {

@@ -30,6 +30,7 @@
 
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/disk_cache.h"
+#include "backends/cpu/streaming_stores.h"
 #include "graph/error.h"
 
 namespace kiln::cpu {
@@ -137,11 +138,12 @@ struct Jit::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // Kernel IR -> optimised module.
-  std::unique_ptr<llvm::Module> optimize(const Kernel& k, const std::string& symbol,
-                                         llvm::TargetMachine& tm, llvm::LLVMContext& ctx) {
+  std::unique_ptr<llvm::Module> optimize(const Kernel& k, const CodegenOptions& options,
+                                         const std::string& symbol, llvm::TargetMachine& tm,
+                                         llvm::LLVMContext& ctx) {
     auto t0 = Clock::now();
     ctx.setDiagnosticHandlerCallBack(quiet_diagnostics);
-    std::unique_ptr<llvm::Module> m = generate_kernel(k, symbol, target, ctx);
+    std::unique_ptr<llvm::Module> m = generate_kernel(k, symbol, target, options, ctx);
     m->setDataLayout(tm.createDataLayout());
     std::string err;
     llvm::raw_string_ostream es(err);
@@ -163,29 +165,35 @@ struct Jit::Impl : std::enable_shared_from_this<Impl> {
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*m, mam);
+    mark_streaming_stores(*m);
     add_time(&JitStats::codegen_ms, std::chrono::duration<double, std::milli>(t1 - t0).count());
     add_time(&JitStats::optimize_ms, ms_since(t1));
     return m;
   }
 
-  std::vector<char> emit_object(llvm::Module& m, llvm::TargetMachine& tm, const std::string& name) {
+  std::vector<char> emit_object(llvm::Module& m, llvm::TargetMachine& tm, const std::string& name,
+                                llvm::CodeGenFileType type = llvm::CGFT_ObjectFile) {
     auto t0 = Clock::now();
     llvm::SmallVector<char, 0> buf;
     llvm::raw_svector_ostream os(buf);
     llvm::legacy::PassManager pm;
-    if (tm.addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile))
-      throw_error("cpu backend: the target cannot emit object files (kernel ", name, ")");
+    if (tm.addPassesToEmitFile(pm, os, nullptr, type))
+      throw_error("cpu backend: the target cannot emit ",
+                  type == llvm::CGFT_ObjectFile ? "object files" : "assembly", " (kernel ", name,
+                  ")");
     pm.run(m);
     add_time(&JitStats::emit_ms, ms_since(t0));
     return std::vector<char>(buf.begin(), buf.end());
   }
 
   // Kernel IR -> object file, on a TargetMachine of this thread's own.
-  std::vector<char> compile(const Kernel& k, const std::string& symbol) {
+  std::vector<char> compile(const Kernel& k, const CodegenOptions& options,
+                            const std::string& symbol,
+                            llvm::CodeGenFileType type = llvm::CGFT_ObjectFile) {
     std::unique_ptr<llvm::TargetMachine> tm = take_tm();
     llvm::LLVMContext ctx;
-    std::unique_ptr<llvm::Module> m = optimize(k, symbol, *tm, ctx);
-    std::vector<char> object = emit_object(*m, *tm, k.name);
+    std::unique_ptr<llvm::Module> m = optimize(k, options, symbol, *tm, ctx);
+    std::vector<char> object = emit_object(*m, *tm, k.name, type);
     give_back(std::move(tm));
     return object;
   }
@@ -231,7 +239,8 @@ struct Jit::Impl : std::enable_shared_from_this<Impl> {
   enum class Source { Disk, Compiled };
 
   // Loads `key` from disk or compiles it; counts what happened in `stats` (under the lock).
-  JitCodePtr build(const Kernel& k, uint64_t key, const std::string& text) {
+  JitCodePtr build(const Kernel& k, const CodegenOptions& options, uint64_t key,
+                   const std::string& text) {
     std::string symbol = "kiln_k" + hex(key);
     auto t0 = Clock::now();
     DiskCache::Lookup hit = disk->load(key, text);
@@ -246,7 +255,7 @@ struct Jit::Impl : std::enable_shared_from_this<Impl> {
         rejected = true;  // verified but unloadable: rebuild below
       }
     }
-    std::vector<char> object = compile(k, symbol);
+    std::vector<char> object = compile(k, options, symbol);
     disk->store_later(key, object, text);
     JitCodePtr code = link(object, symbol, key, text);
     count(Source::Compiled, rejected);
@@ -281,19 +290,22 @@ Jit& Jit::instance() {
   return jit;
 }
 
-JitCodePtr Jit::get(const Kernel& k, uint64_t key) {
-  std::string text = k.canonical();
-  JitCodePtr code = get(k, key, text);
+JitCodePtr Jit::get(const Kernel& k, uint64_t key, const CodegenOptions& options) {
+  std::string tag = options.tag();
+  std::string text = k.canonical() + tag;
+  if (!tag.empty()) key = fnv1a(tag.data(), tag.size(), key);
+  JitCodePtr code = get(k, options, key, text);
   if (code->kernel() == text) return code;
   // Two kernels with one hash: the second lives under a hash of its full text instead. Should
   // that collide as well, it is compiled for this caller alone.
   uint64_t other = fnv1a(text.data(), text.size(), 0x6a09e667f3bcc909ULL);
-  code = get(k, other, text);
+  code = get(k, options, other, text);
   if (code->kernel() == text) return code;
-  return impl_->build(k, other ^ 0x9e3779b97f4a7c15ULL, text);
+  return impl_->build(k, options, other ^ 0x9e3779b97f4a7c15ULL, text);
 }
 
-JitCodePtr Jit::get(const Kernel& k, uint64_t key, const std::string& text) {
+JitCodePtr Jit::get(const Kernel& k, const CodegenOptions& options, uint64_t key,
+                    const std::string& text) {
   Impl& im = *impl_;
   std::vector<JitCodePtr> dropped;  // destroyed after the lock is released (freeing locks)
   std::unique_lock<std::mutex> lock(im.mu);
@@ -316,7 +328,7 @@ JitCodePtr Jit::get(const Kernel& k, uint64_t key, const std::string& text) {
   lock.unlock();
   JitCodePtr code;
   try {
-    code = im.build(k, key, text);
+    code = im.build(k, options, key, text);
   } catch (...) {
     lock.lock();
     im.building.erase(key);
@@ -332,19 +344,28 @@ JitCodePtr Jit::get(const Kernel& k, uint64_t key, const std::string& text) {
   return code;
 }
 
-std::string Jit::optimized_ir(const Kernel& k) {
+std::string Jit::optimized_ir(const Kernel& k, const CodegenOptions& options) {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->init();
   }
   std::unique_ptr<llvm::TargetMachine> tm = impl_->take_tm();
   llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = impl_->optimize(k, "kiln_inspect", *tm, ctx);
+  std::unique_ptr<llvm::Module> m = impl_->optimize(k, options, "kiln_inspect", *tm, ctx);
   impl_->give_back(std::move(tm));
   std::string s;
   llvm::raw_string_ostream os(s);
   m->print(os, nullptr);
   return os.str();
+}
+
+std::string Jit::assembly(const Kernel& k, const CodegenOptions& options) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->init();
+  }
+  std::vector<char> text = impl_->compile(k, options, "kiln_inspect", llvm::CGFT_AssemblyFile);
+  return std::string(text.begin(), text.end());
 }
 
 JitStats Jit::stats() const {

@@ -11,13 +11,14 @@
 #include <memory>
 #include <string>
 
+#include "backends/cpu/codegen_options.h"
 #include "backends/cpu/kernel_cache.h"
 #include "backends/kernel_ir.h"
 
 namespace kiln::cpu {
 
 // Bumped whenever generated code changes meaning or ABI: it is part of the disk-cache key.
-constexpr int kCodegenVersion = 9;
+constexpr int kCodegenVersion = 10;
 
 struct JitStats {
   int64_t memory_hits = 0;  // served without loading: from the cache or a handle still alive
@@ -44,12 +45,15 @@ class Jit {
   // non-negative integer; 0 keeps nothing cached beyond the handles users hold); a malformed
   // value raises kiln::Error.
   static Jit& instance();
-  // The compiled function for `k` (which must be the canonical kernel the codegen will see);
-  // `key` is the cache key. Thread-safe: different kernels compile concurrently, concurrent
-  // requests for one kernel build it once. Throws kiln::Error if LLVM fails.
-  JitCodePtr get(const Kernel& k, uint64_t key);
+  // The compiled function for `k` (which must be the canonical kernel the codegen will see)
+  // built with `options`; `key` is the cache key of `k` (the options are folded into it).
+  // Thread-safe: different kernels compile concurrently, concurrent requests for one kernel
+  // build it once. Throws kiln::Error if LLVM fails.
+  JitCodePtr get(const Kernel& k, uint64_t key, const CodegenOptions& options = {});
   // The optimised LLVM IR of a kernel, for inspection and the vectorisation test.
-  std::string optimized_ir(const Kernel& k);
+  std::string optimized_ir(const Kernel& k, const CodegenOptions& options = {});
+  // The host assembly of a kernel, for inspection and the streaming-store test.
+  std::string assembly(const Kernel& k, const CodegenOptions& options = {});
   JitStats stats() const;
   // Sets the cache's byte budget, evicting least recently used kernels down to it now.
   void set_cache_budget(int64_t bytes);
@@ -66,7 +70,8 @@ class Jit {
  private:
   Jit();
   // get() for one cache key; the code returned may be another kernel's on a hash collision.
-  JitCodePtr get(const Kernel& k, uint64_t key, const std::string& text);
+  JitCodePtr get(const Kernel& k, const CodegenOptions& options, uint64_t key,
+                 const std::string& text);
   std::shared_ptr<Impl> impl_;  // shared with every JitCode: the JIT outlives its code
 };
 

@@ -1,0 +1,169 @@
+#include "backends/cpu/streaming_stores.h"
+
+#include <llvm/Analysis/ValueTracking.h>
+#include <llvm/IR/Dominators.h>
+#include <llvm/IR/InstIterator.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/IntrinsicInst.h>
+#include <llvm/IR/Module.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "backends/cpu/row_walk.h"
+#include "graph/error.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+// A sysfs cache size ("32768K", "1M") in bytes; 0 if unreadable.
+int64_t sysfs_size(const std::string& text) {
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (end == text.c_str() || v <= 0) return 0;
+  switch (*end) {
+    case 'K': return v << 10;
+    case 'M': return v << 20;
+    case 'G': return v << 30;
+    default: return v;
+  }
+}
+
+std::string read_word(const std::string& path) {
+  std::ifstream f(path);
+  std::string w;
+  f >> w;
+  return w;
+}
+
+int64_t sysfs_last_level() {
+  int best_level = 0;
+  int64_t bytes = 0;
+  for (int i = 0;; ++i) {
+    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::string level = read_word(dir + "level");
+    if (level.empty()) break;
+    if (read_word(dir + "type") == "Instruction") continue;
+    int l = std::atoi(level.c_str());
+    int64_t size = sysfs_size(read_word(dir + "size"));
+    if (l > best_level && size > 0) best_level = l, bytes = size;
+  }
+  return bytes;
+}
+
+int64_t sysconf_last_level() {
+#if defined(_SC_LEVEL3_CACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
+  for (int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
+    long v = sysconf(name);
+    if (v > 0) return v;
+  }
+#endif
+  return 0;
+}
+
+bool constant_map(const IndexMap& m) {
+  if (m.offset.is_runtime()) return false;
+  for (const Dim& s : m.strides)
+    if (s.is_runtime()) return false;
+  return true;
+}
+
+}  // namespace
+
+int64_t last_level_cache_bytes() {
+  static const int64_t bytes = [] {
+    int64_t b = sysfs_last_level();
+    return b > 0 ? b : sysconf_last_level();
+  }();
+  return bytes;
+}
+
+int64_t streaming_min_bytes() {
+  const char* e = std::getenv("KILN_NONTEMPORAL_BYTES");
+  if (!e || !*e) {
+    int64_t llc = last_level_cache_bytes();
+    return llc > 0 ? llc : -1;
+  }
+  char* end = nullptr;
+  long long v = std::strtoll(e, &end, 10);
+  if (*end || v < 0)
+    throw_error("KILN_NONTEMPORAL_BYTES=", e, " is not a byte count; give a whole number >= 0");
+  return v;
+}
+
+std::vector<int> streamable_buffers(const Kernel& k) {
+  std::vector<int> out;
+  if (!k.is_rows() || k.passes.back().reduce) return out;
+  int last = k.ndim() - 1;
+  for (const Store& s : k.passes.back().stores) {
+    const KernelBuffer& b = k.buffers[s.buffer];
+    const IndexMap& m = b.map;
+    if (!constant_map(m) || !(m.strides[last] == Dim::constant(1))) continue;
+    auto aligned = [&](int64_t elements) {
+      return elements * static_cast<int64_t>(b.dtype.size()) % kStreamAlign == 0;
+    };
+    bool ok = aligned(m.offset.value);
+    for (int a = 0; a < last; ++a) ok = ok && aligned(m.strides[a].value);
+    // Stored by an earlier pass too (then read back by a later one): keep it in cache.
+    for (size_t p = 0; p + 1 < k.passes.size(); ++p)
+      for (const Store& t : k.passes[p].stores) ok = ok && t.buffer != s.buffer;
+    if (ok) out.push_back(s.buffer);
+  }
+  return out;
+}
+
+bool streams_output(const Kernel& k) {
+  if (!row_walk_fits(k)) return false;
+  std::vector<int> streamed = streamable_buffers(k);
+  if (streamed.empty()) return false;
+  int64_t min = streaming_min_bytes();
+  if (min < 0) return false;
+  int64_t elements = 1;
+  for (const Dim& d : k.domain) elements *= d.value;
+  int64_t bytes = 0;
+  for (int b : streamed) bytes += elements * static_cast<int64_t>(k.buffers[b].dtype.size());
+  return bytes > min;
+}
+
+void mark_streaming_stores(llvm::Module& m) {
+  const llvm::DataLayout& dl = m.getDataLayout();
+  for (llvm::Function& f : m) {
+    if (f.isDeclaration()) continue;
+    // The assumes of the streaming walk: pointer -> the assume.
+    std::vector<std::pair<const llvm::Value*, const llvm::AssumeInst*>> assumed;
+    for (llvm::Instruction& i : llvm::instructions(f))
+      if (auto* a = llvm::dyn_cast<llvm::AssumeInst>(&i))
+        for (unsigned b = 0; b < a->getNumOperandBundles(); ++b) {
+          llvm::OperandBundleUse u = a->getOperandBundleAt(b);
+          auto* align =
+              u.Inputs.size() == 2 ? llvm::dyn_cast<llvm::ConstantInt>(u.Inputs[1]) : nullptr;
+          if (u.getTagName() == "align" && align && align->getZExtValue() == kStreamAlign)
+            assumed.emplace_back(u.Inputs[0].get(), a);
+        }
+    if (assumed.empty()) continue;
+    llvm::DominatorTree dom(f);
+    llvm::MDNode* one =
+        llvm::MDNode::get(m.getContext(), {llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(
+                                              llvm::Type::getInt32Ty(m.getContext()), 1))});
+    for (llvm::Instruction& i : llvm::instructions(f)) {
+      auto* st = llvm::dyn_cast<llvm::StoreInst>(&i);
+      if (!st) continue;
+      llvm::Type* t = st->getValueOperand()->getType();
+      uint64_t size = dl.getTypeStoreSize(t).getFixedSize();
+      if (!t->isVectorTy() || size < 16 || (size & (size - 1)) != 0 ||
+          st->getAlign().value() < size)
+        continue;
+      const llvm::Value* base = llvm::getUnderlyingObject(st->getPointerOperand());
+      for (const auto& [ptr, assume] : assumed)
+        if (ptr == base && dom.dominates(assume, st)) {
+          st->setMetadata(llvm::LLVMContext::MD_nontemporal, one);
+          break;
+        }
+    }
+  }
+}
+
+}  // namespace kiln::cpu
