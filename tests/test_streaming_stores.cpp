@@ -141,7 +141,7 @@ TEST(StreamingStores, WholeAlignedVectorsOnly) {
 // A row whose start is not a multiple of 64 bytes (1000 float32: 4000 bytes), or an output
 // view at an unaligned offset: nothing streams, whatever the line.
 TEST(StreamingStores, UnprovableRowStartsStayOrdinary) {
-  EnvScope line("KILN_NONTEMPORAL_BYTES", "0");
+  EnvScope line("KILN_NONTEMPORAL_BYTES", "0"), pays("KILN_ROW_STORES", "streaming");
   Kernel odd = row_kernel(row_ops()[0].second, float32, 4, 1000);
   EXPECT_TRUE(cpu::streamable_buffers(odd).empty());
   EXPECT_FALSE(cpu::streams_output(odd));
@@ -159,25 +159,37 @@ TEST(StreamingStores, UnprovableRowStartsStayOrdinary) {
 }
 
 // The line: the last-level cache unless KILN_NONTEMPORAL_BYTES says otherwise; a kernel streams
-// when its streamed output is larger than the line.
-TEST(StreamingStores, LineIsTheLastLevelCache) {
+// when its streamed output is larger than the line and streaming pays on the host (measured
+// once, or forced by KILN_ROW_STORES).
+TEST(StreamingStores, LineIsTheLastLevelCacheAndTheHostDecides) {
   int64_t llc = cpu::last_level_cache_bytes();
   EXPECT_EQ(cpu::streaming_min_bytes(), llc > 0 ? llc : -1);
   Kernel k = row_kernel(row_ops()[0].second, float32, 4, 1024);  // 16 KiB of output
   {
-    EnvScope line("KILN_NONTEMPORAL_BYTES", "16383");
+    EnvScope line("KILN_NONTEMPORAL_BYTES", "16383"), pays("KILN_ROW_STORES", "streaming");
     EXPECT_TRUE(cpu::streams_output(k));
   }
   {
-    EnvScope line("KILN_NONTEMPORAL_BYTES", "16384");
+    EnvScope line("KILN_NONTEMPORAL_BYTES", "16383"), pays("KILN_ROW_STORES", "ordinary");
+    EXPECT_FALSE(cpu::streams_output(k));
+  }
+  {
+    EnvScope line("KILN_NONTEMPORAL_BYTES", "16384"), pays("KILN_ROW_STORES", "streaming");
     EXPECT_FALSE(cpu::streams_output(k));
   }
   {
     EnvScope line("KILN_NONTEMPORAL_BYTES", "lots");
     test::expect_error([&] { cpu::streams_output(k); }, {"KILN_NONTEMPORAL_BYTES=lots", ">= 0"});
   }
+  {
+    EnvScope line("KILN_NONTEMPORAL_BYTES", "0"), pays("KILN_ROW_STORES", "always");
+    test::expect_error([&] { cpu::streams_output(k); }, {"KILN_ROW_STORES", "always"});
+  }
   if (llc > 0) {
     EXPECT_FALSE(cpu::streams_output(k));  // 16 KiB is within any last-level cache
+    // Measured (this binary's private cache folder): an answer, the same when asked again.
+    bool pays = cpu::streaming_pays(k);
+    EXPECT_EQ(cpu::streaming_pays(k), pays);
   }
 }
 
@@ -185,7 +197,7 @@ TEST(StreamingStores, LineIsTheLastLevelCache) {
 // rows around vector widths (tails of ordinary stores) and a count that splits across threads;
 // the result read on another thread as soon as the call returns.
 TEST(StreamingStores, RowOpsMatchReference) {
-  EnvScope line("KILN_NONTEMPORAL_BYTES", "0");
+  EnvScope line("KILN_NONTEMPORAL_BYTES", "0"), pays("KILN_ROW_STORES", "streaming");
   for (Dtype d : {float32, float64, float16, bfloat16})
     for (int64_t len : {64, 1000, 1056})
       for (const auto& [name, op] : row_ops()) {
@@ -247,7 +259,7 @@ class ShiftedBuffer : public Buffer {
 // The kernel checks the output's alignment per call: a launch binding it 16 bytes past a
 // boundary takes the ordinary walk and gives the same bytes as an aligned one.
 TEST(StreamingStores, MisalignedOutputTakesTheOrdinaryWalk) {
-  EnvScope line("KILN_NONTEMPORAL_BYTES", "0");
+  EnvScope line("KILN_NONTEMPORAL_BYTES", "0"), pays("KILN_ROW_STORES", "streaming");
   Kernel k = row_kernel(row_ops()[0].second, float32, 64, 1024);
   ASSERT_TRUE(cpu::streams_output(k));
   Backend& be = backend_for(device("cpu"));

@@ -8,12 +8,19 @@
 #include <llvm/IR/Module.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 
+#include "backends/cpu/jit.h"
 #include "backends/cpu/row_walk.h"
+#include "backends/cpu/tune.h"
 #include "graph/error.h"
+#include "graph/immortal.h"
 
 namespace kiln::cpu {
 
@@ -125,7 +132,90 @@ bool streams_output(const Kernel& k) {
   for (const Dim& d : k.domain) elements *= d.value;
   int64_t bytes = 0;
   for (int b : streamed) bytes += elements * static_cast<int64_t>(k.buffers[b].dtype.size());
-  return bytes > min;
+  return bytes > min && streaming_pays(k);
+}
+
+namespace {
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// The elements past buffer b's base that the walk of kept points [0, n) of k reaches, plus one.
+int64_t reach(const Kernel& k, const KernelBuffer& b, int64_t n) {
+  int kept = k.ndim() - k.row_axes();
+  int64_t last = b.map.offset.value, inner = 1;
+  for (int a = k.ndim() - 1; a >= 0; --a) {
+    int64_t e = k.domain[a].value;
+    int64_t top = a >= kept ? e - 1 : std::min(e - 1, (n - 1) / inner);
+    if (a < kept) inner *= e;
+    last += top * std::abs(b.map.strides[a].value);
+  }
+  return last + 1;
+}
+
+// k walked over its first rows, ~2x the last-level cache of output (or all of it), with ordinary
+// and with streaming stores, on zeroed buffers and zero launch words: the timing does not depend
+// on the values (the code has no data-dependent branches).
+std::vector<TuneCandidate> walk_candidates(const Kernel& k) {
+  int kept = k.ndim() - k.row_axes();
+  int64_t points = 1, out_row = 0;
+  for (int a = 0; a < kept; ++a) points *= k.domain[a].value;
+  int64_t elements = 1;
+  for (int a = kept; a < k.ndim(); ++a) elements *= k.domain[a].value;
+  for (int b : streamable_buffers(k))
+    out_row += elements * static_cast<int64_t>(k.buffers[b].dtype.size());
+  int64_t n = std::clamp<int64_t>(2 * last_level_cache_bytes() / std::max<int64_t>(out_row, 1) + 1,
+                                  1, points);
+  struct Probe {
+    std::vector<std::unique_ptr<void, FreeDeleter>> buffers;
+    std::vector<void*> ptrs;
+    std::vector<int64_t> params;
+    std::vector<JitCodePtr> code;
+  };
+  auto p = std::make_shared<Probe>();
+  for (const KernelBuffer& b : k.buffers) {
+    int64_t bytes = reach(k, b, n) * static_cast<int64_t>(b.dtype.size());
+    size_t size = static_cast<size_t>((bytes + kStreamAlign - 1) / kStreamAlign * kStreamAlign);
+    p->buffers.emplace_back(std::aligned_alloc(kStreamAlign, size));
+    if (!p->buffers.back())
+      throw_error("cpu backend: out of host memory for the streaming-store measurement (", size,
+                  " bytes)");
+    std::memset(p->buffers.back().get(), 0, size);  // its pages, touched once
+    p->ptrs.push_back(p->buffers.back().get());
+  }
+  p->params.assign(static_cast<size_t>(k.num_params()) + 1, 0);
+  std::vector<TuneCandidate> out;
+  for (bool streaming : {false, true}) {
+    CodegenOptions o;
+    o.streaming_stores = streaming;
+    p->code.push_back(Jit::instance().get(k, k.hash(), o));
+    KernelFn fn = p->code.back()->fn();
+    out.push_back({streaming ? "streaming" : "ordinary",
+                   [p, fn, n] { fn(p->ptrs.data(), p->params.data(), 0, n); }});
+  }
+  return out;
+}
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+Tuner& row_stores_tuner() {
+  static Immortal<Tuner> t("row_stores",
+                           host_cpu_model() + "|llc " + std::to_string(last_level_cache_bytes()) +
+                               "|codegen " + std::to_string(kCodegenVersion),
+                           "KILN_ROW_STORES");
+  return t.get();
+}
+
+}  // namespace
+
+bool streaming_pays(const Kernel& k) {
+  return row_stores_tuner().choose("rows/" + hex(k.hash()), {"ordinary", "streaming"},
+                                   [&] { return walk_candidates(k); }) == "streaming";
 }
 
 void mark_streaming_stores(llvm::Module& m) {

@@ -37,8 +37,17 @@ int64_t streaming_min_bytes();
 // writes starts kStreamAlign-aligned when the buffer does (the kernel checks that per call).
 std::vector<int> streamable_buffers(const Kernel& k);
 
+// Whether streaming stores pay for row kernel `k` on this host (streamable_buffers(k) non-empty),
+// measured once per kernel and host (tune.h, family "row_stores", key "rows/<k's hash>";
+// KILN_ROW_STORES=ordinary|streaming forces the answer): k's walk over its first rows, about
+// twice the last-level cache of output, on one thread with ordinary and with streaming stores.
+// Which wins depends on the kernel, not only the host: streaming skips reading each output line
+// first, but where a row's work comes between its read and its stores, ordinary stores' write-
+// backs overlap the next row's work while streaming stores leave the core as they are issued.
+bool streaming_pays(const Kernel& k);
+
 // Whether the cpu backend compiles its walk of `k` with streaming stores: some buffer is
-// streamable and the streamable buffers' bytes exceed streaming_min_bytes().
+// streamable, the streamable buffers' bytes exceed streaming_min_bytes(), and streaming_pays(k).
 bool streams_output(const Kernel& k);
 
 // After LLVM's optimiser: marks non-temporal the stores of whole vectors (16 bytes or more, a
