@@ -6,11 +6,13 @@
 // the program whose start-up to first result is timed (cold caches: empty KILN_CACHE_DIR).
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,18 +26,35 @@ namespace {
 std::set<std::string> driver_libraries() {
   std::set<std::string> libs = {"libpocl", "libvulkan_lvp", "libclang-cpp", "libvulkan_radeon",
                                 "libvulkan_intel"};
-  auto add_from = [&](const std::string& dir, const std::regex& pattern) {
-    std::error_code ec;
-    for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
-      std::ifstream in(f.path());
-      std::string text((std::istreambuf_iterator<char>(in)), {});
-      std::smatch m;
-      if (std::regex_search(text, m, pattern))
-        libs.insert(std::filesystem::path(m[1].str()).filename().string());
-    }
+  auto add_file = [&](const std::filesystem::path& f, const std::regex& pattern) {
+    std::ifstream in(f);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    std::smatch m;
+    if (!std::regex_search(text, m, pattern)) return;
+    // Up to ".so": the maps show the file a soname links to (libGLX_nvidia.so.0 is mapped as
+    // libGLX_nvidia.so.580.159.04).
+    std::string name = std::filesystem::path(m[1].str()).filename().string();
+    libs.insert(name.substr(0, name.find(".so")) + ".so");
   };
-  add_from("/etc/OpenCL/vendors", std::regex(R"(^\s*(\S+))"));
-  add_from("/usr/share/vulkan/icd.d", std::regex(R"re("library_path"\s*:\s*"([^"]+)")re"));
+  // A directory's manifests, or the files of a ':'-separated list (the loaders' variables).
+  auto add_from = [&](const std::string& where, const std::regex& pattern) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(where, ec)) {
+      for (const auto& f : std::filesystem::directory_iterator(where, ec))
+        add_file(f.path(), pattern);
+      return;
+    }
+    std::stringstream list(where);
+    for (std::string f; std::getline(list, f, ':');)
+      if (!f.empty()) add_file(f, pattern);
+  };
+  const std::regex icd(R"(^\s*(\S+))"), json(R"re("library_path"\s*:\s*"([^"]+)")re");
+  add_from("/etc/OpenCL/vendors", icd);
+  add_from("/usr/share/vulkan/icd.d", json);
+  for (const char* var : {"OCL_ICD_VENDORS", "OCL_ICD_FILENAMES"})
+    if (const char* v = std::getenv(var)) add_from(v, icd);
+  for (const char* var : {"VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES"})
+    if (const char* v = std::getenv(var)) add_from(v, json);
   return libs;
 }
 

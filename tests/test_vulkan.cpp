@@ -7,7 +7,8 @@
 //
 // Tolerances (GPU math, README "Vulkan backend"): element-wise arithmetic, casts, comparisons,
 // max/min/argmax and integer work bitwise; float32 transcendental functions are the driver's
-// (Vulkan allows a few ulp; lavapipe's exp/log are exp2/log2 based) within rtol 2e-6 + atol 2e-7,
+// (Vulkan allows a few ulp; lavapipe's exp/log are exp2/log2 based) within rtol 2e-6 + atol 2e-7
+// (sin and cos: atol 1e-6, a GPU's hardware approximation),
 // float16/bfloat16 within one ulp of their type; float64 ones are Kiln's own GLSL (glsl_prelude)
 // within rtol 1e-13; float sums accumulate in their own type (not the reference's double).
 #include <gtest/gtest.h>
@@ -132,6 +133,9 @@ TEST_F(Vulkan, EveryUnaryOpAndDtype) {
           n);
       Tolerance tol;
       if (approx_f32(u)) tol = math_tolerance(d);
+      // NVIDIA's float32 sin and cos are its hardware approximations, ~3.6e-7 off in absolute
+      // terms near their zeros (Vulkan bounds them only by 2^-11 in [-pi, pi]).
+      if ((u == UnaryOp::Sin || u == UnaryOp::Cos) && d == float32) tol.atol = 1e-6;
       // sin/cos of huge arguments (1e30) are the driver's business on a GPU (Vulkan sets no
       // bound; Kiln's float64 ones reduce by Cody-Waite, exact below ~1e6): tame data for them.
       bool wild = u != UnaryOp::Sin && u != UnaryOp::Cos;
@@ -212,7 +216,11 @@ TEST_F(Vulkan, RandomAndIndexValues) {
       store(k, d, map_of({41, 1}), add(k, r));
       // Normal draws are computed in double (Kiln's GLSL log/cos), as the reference does.
       Tolerance tol;
-      if (dist == RandomDist::Normal) tol = {Tolerance::Ulp, d == float64 ? 64.0 : 1.0};
+      // float64: relative, with an absolute floor for draws near cos's zeros, where the GPU's
+      // own rounding of Kiln's cos (NVIDIA fuses differently) is most of the value.
+      if (dist == RandomDist::Normal)
+        tol = d == float64 ? Tolerance{Tolerance::Rel, 0, 1e-13, 1e-15}
+                           : Tolerance{Tolerance::Ulp, 1};
       differential(k, {Bytes(37 * 41 * d.size())}, tol, std::string("random ") + d.name());
     }
 }
@@ -783,7 +791,11 @@ TEST_F(Vulkan, TensorsBeyondMaxStorageBufferRange) {
   const auto& info = vulkan::physical_devices().at(0);
   if (!info.device_address) GTEST_SKIP() << "vulkan:0 lacks bufferDeviceAddress";
   const int64_t n = 40'000'000;
-  ASSERT_GT(static_cast<uint64_t>(n * 4), info.max_storage_range);
+  // A GPU's range is 4 GiB or more: a tensor past it is more than the reference interpreter
+  // checks in a test's time.
+  if (static_cast<uint64_t>(n * 4) <= info.max_storage_range)
+    GTEST_SKIP() << "vulkan:0's maxStorageBufferRange is " << info.max_storage_range
+                 << " bytes: 160 MiB is within it";
   Bytes x(n * 4);
   {
     std::mt19937 rng(11);
@@ -854,13 +866,15 @@ TEST_F(Vulkan, TensorsBeyondTheRangeWithoutDeviceAddressesRaise) {
   Kernel k = unary_kernel(int8, UnaryOp::Negative, 16);
   Backend& be = vk_backend();
   auto ck = be.compile(0, k);
-  auto big = be.allocate(0, (size_t{128} << 20) + 64);
+  const size_t past = vulkan::context(0)->info().max_storage_range + 64;  // never written
+  auto big = be.allocate(0, past);
   auto out = be.allocate(0, 16);
   KernelArgs args;
   args.buffers = {big.get(), out.get()};
   auto q = be.create_queue(0);
-  test::expect_error([&] { q->enqueue_kernel(*ck, args); },
-                     {"maxStorageBufferRange", "134217792 bytes", "bufferDeviceAddress"});
+  test::expect_error(
+      [&] { q->enqueue_kernel(*ck, args); },
+      {"maxStorageBufferRange", std::to_string(past) + " bytes", "bufferDeviceAddress"});
 }
 
 // SPIR-V is cached on disk per kernel: a second compile of the same GLSL is a hit, and a damaged

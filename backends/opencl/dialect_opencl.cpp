@@ -295,7 +295,10 @@ std::string OpenclDialect::cast(const Value& val) {
     if (to == bfloat16) return "kiln_rbf(" + f32 + ")";
     return f32;
   }
-  if (from.is_float()) return "convert_" + T + "_sat_rtz(" + a + ")";
+  // OpenCL defines NaN -> 0 for saturating conversions, but NVIDIA's driver (580) gives the
+  // type's minimum (or 2^63 for ulong): NaN is chosen explicitly.
+  if (from.is_float())
+    return "(isnan(" + a + ") ? (" + T + ")0 : convert_" + T + "_sat_rtz(" + a + "))";
   return "(" + T + ")" + a;
 }
 

@@ -269,6 +269,8 @@ std::string GlslDialect::unary(const Value& val) {
     auto fn = [&](const char* f32, const char* f64) {
       return std::string(dbl ? f64 : f32) + "(" + a + ")";
     };
+    if (val.unary == UnaryOp::Sqrt && !dbl && f_.divide_in_double)
+      return "float(sqrt(double(" + a + ")))";  // ShaderFeatures::divide_in_double
     if (std::string e = float_unary(val.unary, a); !e.empty()) return e;
     switch (val.unary) {
       case UnaryOp::Abs: return "abs(" + a + ")";
@@ -336,6 +338,8 @@ std::string GlslDialect::binary(const Value& val) {
   }
   if (std::string e = compare(val, a, b); !e.empty()) return e;
   if (d.is_float()) {
+    if (val.binary == BinaryOp::Divide && d != float64 && f_.divide_in_double)
+      return "float(double(" + a + ") / double(" + b + "))";  // ShaderFeatures::divide_in_double
     if (std::string e = float_arith(val.binary, a, b); !e.empty()) return e;
     if (val.binary == BinaryOp::Power) {
       if (is_const_two(val.b)) return "(" + a + " * " + a + ")";

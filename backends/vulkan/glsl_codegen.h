@@ -33,6 +33,14 @@ struct ShaderFeatures {
   // maxPushConstantsSize: params (and addresses) that fit go in push constants instead of a
   // params buffer, so a launch binds only the kernel's own buffers. 0: always a params buffer.
   uint32_t push_bytes = 0;
+  // Float controls to request (PhysicalInfo::keep_*): NaN/inf/signed zeros and denormals kept.
+  bool keep_nan32 = false, keep_denorm32 = false, keep_nan64 = false, keep_denorm64 = false;
+  // float32 (and float16/bfloat16, computed in float32) division and sqrt in double, rounded
+  // once: a GPU driver's float32 ones may be 2.5 ulp off (Vulkan allows it; NVIDIA's are), the
+  // rounded double is the correctly rounded float32 result the reference computes (53 bits
+  // leave room for double rounding and for the driver's error in double). Off on CPU devices,
+  // whose float32 division and sqrt are IEEE's, and without shaderFloat64.
+  bool divide_in_double = false;
 };
 
 // A float launch scalar the host converts before a launch: params slot `slot` receives the

@@ -123,6 +123,9 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
   VkPhysicalDeviceSubgroupProperties subgroup{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   subgroup.pNext = &driver;
+  VkPhysicalDeviceFloatControlsProperties floats{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
+  driver.pNext = &floats;
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   props.pNext = &subgroup;
   vkGetPhysicalDeviceProperties2(pd, &props);
@@ -137,6 +140,12 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
   info.float64 = feats.features.shaderFloat64;
   info.int64 = feats.features.shaderInt64;
   info.device_address = f12.bufferDeviceAddress;
+  if (api >= VK_API_VERSION_1_2) {
+    info.keep_nan32 = floats.shaderSignedZeroInfNanPreserveFloat32;
+    info.keep_denorm32 = floats.shaderDenormPreserveFloat32;
+    info.keep_nan64 = floats.shaderSignedZeroInfNanPreserveFloat64;
+    info.keep_denorm64 = floats.shaderDenormPreserveFloat64;
+  }
   const VkSubgroupFeatureFlags ops = VK_SUBGROUP_FEATURE_BASIC_BIT |
                                      VK_SUBGROUP_FEATURE_ARITHMETIC_BIT |
                                      VK_SUBGROUP_FEATURE_SHUFFLE_BIT;

@@ -34,6 +34,10 @@ struct PhysicalInfo {
   bool subgroups = false;
   uint32_t subgroup_size = 0;
   bool cpu = false;  // VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe, SwiftShader)
+  // Float controls (Vulkan 1.2): shaders can ask that NaN, infinities and signed zeros, and
+  // denormals, of 32- and 64-bit floats be kept. Without the request a driver may assume no NaN
+  // (NVIDIA folds a NaN-passing select chain into a clamp that drops it) and flush denormals.
+  bool keep_nan32 = false, keep_denorm32 = false, keep_nan64 = false, keep_denorm64 = false;
   uint32_t queue_family = 0;
   uint32_t max_groups[3] = {65535, 65535, 65535};
   uint64_t max_storage_range = 0;

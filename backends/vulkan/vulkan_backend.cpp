@@ -182,6 +182,10 @@ Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const st
   if (const char* g = std::getenv("KILN_VULKAN_SUBGROUPS"); g && *g)  // tests: the tree too
     f.subgroups = f.subgroups && std::strcmp(g, "0") != 0;
   f.push_bytes = ctx->info().max_push_bytes;
+  const vulkan::PhysicalInfo& info = ctx->info();
+  f.keep_nan32 = info.keep_nan32, f.keep_denorm32 = info.keep_denorm32;
+  f.keep_nan64 = info.keep_nan64, f.keep_denorm64 = info.keep_denorm64;
+  f.divide_in_double = info.float64 && !info.cpu;
   if (const char* pc = std::getenv("KILN_VULKAN_PUSH_CONSTANTS"); pc && *pc)  // tests: both forms
     f.push_bytes = std::strcmp(pc, "0") != 0 ? f.push_bytes : 0;
   st.shader = vulkan::generate_glsl(k, f);
