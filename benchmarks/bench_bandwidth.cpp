@@ -3,7 +3,9 @@
 // once its work is submitted) and waited for together, so a call's time is its kernel's and not
 // a round trip. Prints GB/s counting the bytes read plus the bytes written, to be set against
 // the device's own copy bandwidth measured beside it (on a GPU, the vendor library's
-// device-to-device copy; on a CPU, memcpy, which this prints).
+// device-to-device copy; on a CPU, memcpy, which this prints). Each kernel is timed twice: K
+// calls back to back (K outputs live) and each call waited for (one output live, its buffer
+// reused).
 //   build/benchmarks/bench_bandwidth DEVICE [MiB per array, default 512] [calls, default 10]
 //   build/benchmarks/bench_bandwidth --devices   (every device, with why one is not usable)
 #include <algorithm>
@@ -24,13 +26,17 @@ namespace {
 
 Array gelu(const Array& x) { return x * (1.0f + erf(x / std::sqrt(2.0f))) / 2.0f; }
 
-// The median over 5 rounds of one round's time per call, each round K calls then one wait.
-double ms_per_call(const CompiledFunction& f, const Array& x, int calls) {
+// The median over 5 rounds of one round's time per call, each round K calls: back to back then
+// one wait (K outputs live at once), or each waited for (one output live: its buffer is reused).
+double ms_per_call(const CompiledFunction& f, const Array& x, int calls, bool wait_each) {
   std::vector<double> rounds;
   for (int r = 0; r < 6; ++r) {
     std::vector<Array> out;
     auto t0 = Clock::now();
-    for (int i = 0; i < calls; ++i) out.push_back(f({x})[0]);
+    for (int i = 0; i < calls; ++i) {
+      out.push_back(f({x})[0]);
+      if (wait_each) eval(out), out.clear();
+    }
     eval(out);
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (r > 0) rounds.push_back(ms / calls);  // round 0 compiles and fills the buffer pool
@@ -82,13 +88,15 @@ int main(int argc, char** argv) {
     auto f_add =
         compile([](const std::vector<Array>& in) { return std::vector<Array>{in[0] + 1.0f}; });
     const double bytes = 2.0 * 4.0 * static_cast<double>(n);  // read once, write once
-    for (auto [what, f] : {std::pair{"x + 1", &f_add}, std::pair{"gelu", &f_gelu}}) {
-      double ms = ms_per_call(*f, x, calls);
-      std::printf(
-          "%s on %s, %lld float32 (%.0f MiB in, %.0f out): %.3f ms per call, %.1f GB/s "
-          "(read + written; %d calls back to back, median of 5 rounds)\n",
-          what, name.c_str(), static_cast<long long>(n), mib, mib, ms, bytes / ms / 1e6, calls);
-    }
+    for (auto [what, f] : {std::pair{"x + 1", &f_add}, std::pair{"gelu", &f_gelu}})
+      for (bool wait_each : {false, true}) {
+        double ms = ms_per_call(*f, x, calls, wait_each);
+        std::printf(
+            "%-5s on %s, %.0f MiB in and out, %s: %.3f ms per call, %.1f GB/s (read + "
+            "written; median of 5 rounds of %d calls)\n",
+            what, name.c_str(), mib, wait_each ? "each call waited for" : "back to back", ms,
+            bytes / ms / 1e6, calls);
+      }
     std::printf("memcpy of %.0f MiB on the host: %.1f GB/s (read + written)\n", mib,
                 memcpy_gbs(static_cast<size_t>(n) * 4));
   } catch (const Error& e) {

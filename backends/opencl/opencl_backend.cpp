@@ -1,5 +1,6 @@
 #include "backends/opencl/opencl_backend.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -379,9 +380,13 @@ class ClQueue : public Queue {
   cl_command_queue q_ = nullptr;
 };
 
-size_t pool_limit() {
+// Buffers kept for reuse: 512 MiB on a CPU device (its memory is the host's, shared with the
+// cpu backend), a quarter of its memory on a GPU: there a 1 GiB buffer that is not kept costs a
+// driver allocation at every call that needs one.
+size_t pool_limit(const ClDevice& d) {
   if (const char* e = std::getenv("KILN_OPENCL_POOL_BYTES")) return std::strtoull(e, nullptr, 10);
-  return size_t{512} << 20;
+  const size_t floor = size_t{512} << 20;
+  return d.cpu ? floor : std::max<size_t>(floor, d.memory / 4);
 }
 
 class OpenClBackend : public Backend {
@@ -390,7 +395,7 @@ class OpenClBackend : public Backend {
     place_pocl_cache();
     devices_ = discover();
     for (auto& d : devices_)
-      pools_.push_back(d->available ? std::make_shared<ClPool>(*d, pool_limit()) : nullptr);
+      pools_.push_back(d->available ? std::make_shared<ClPool>(*d, pool_limit(*d)) : nullptr);
   }
 
   std::string name() const override { return "opencl"; }

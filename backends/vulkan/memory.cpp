@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -67,11 +68,20 @@ Allocation::~Allocation() {
 
 namespace {
 
-// Kept allocations total at most kBudget bytes and kMaxKept allocations per device. Small ones
+// Kept allocations total at most budget() bytes and kMaxKept allocations per device. Small ones
 // are kept too: a fresh buffer costs several driver calls, and a kept one keeps its allocation
 // id, so launches that bind it reuse their cached descriptor sets (descriptors.h).
-constexpr size_t kBudget = size_t{512} << 20;
 constexpr size_t kMaxKept = 512;
+
+// 512 MiB on a CPU device (lavapipe: host memory, shared with the cpu backend), a quarter of
+// the device-local memory on a GPU, where a 1 GiB buffer that is not kept costs an allocation
+// at every call that needs one; KILN_VULKAN_POOL_BYTES sets it.
+size_t budget(const Context& ctx) {
+  if (const char* e = std::getenv("KILN_VULKAN_POOL_BYTES")) return std::strtoull(e, nullptr, 10);
+  const size_t floor = size_t{512} << 20;
+  if (ctx.info().cpu) return floor;
+  return std::max<size_t>(floor, ctx.info().device_local_bytes / 4);
+}
 
 struct Pool {
   std::mutex mu;
@@ -124,11 +134,13 @@ std::unique_ptr<Allocation> take_buffer(const std::shared_ptr<Context>& ctx, siz
 }
 
 void give_back_buffer(std::unique_ptr<Allocation> a) {
-  if (!a || a->capacity > kBudget) return;
+  if (!a) return;
+  const size_t limit = budget(*a->ctx);
+  if (a->capacity > limit) return;
   Pool& p = pool_of(a->ctx.get());
   std::deque<std::unique_ptr<Allocation>> evicted;  // freed outside the lock
   std::lock_guard<std::mutex> lock(p.mu);
-  while (!p.kept.empty() && (p.bytes + a->capacity > kBudget || p.kept.size() >= kMaxKept)) {
+  while (!p.kept.empty() && (p.bytes + a->capacity > limit || p.kept.size() >= kMaxKept)) {
     p.bytes -= p.kept.front()->capacity;
     evicted.push_back(std::move(p.kept.front()));
     p.kept.pop_front();

@@ -1,5 +1,6 @@
 #include "backends/vulkan/vk_context.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -116,6 +117,20 @@ std::string mib(uint64_t bytes) {
   return os.str();
 }
 
+// Where Context puts buffers (its constructor says why), for the description.
+const char* buffer_placement(const VkPhysicalDeviceMemoryProperties& mem) {
+  const VkMemoryPropertyFlags host =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  bool local = false, mapped_local = false;
+  for (uint32_t t = 0; t < mem.memoryTypeCount; ++t) {
+    VkMemoryPropertyFlags f = mem.memoryTypes[t].propertyFlags;
+    local = local || (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    mapped_local =
+        mapped_local || ((f & host) == host && (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT));
+  }
+  return mapped_local ? "device-local, mapped" : local ? "device-local, staged" : "host, mapped";
+}
+
 PhysicalInfo describe(VkPhysicalDevice pd) {
   PhysicalInfo info;
   info.handle = pd;
@@ -171,12 +186,17 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
   os << info.name << "; driver " << info.driver << "; Vulkan " << VK_API_VERSION_MAJOR(api) << "."
      << VK_API_VERSION_MINOR(api) << "; heaps";
   for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)
+    if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      info.device_local_bytes =
+          std::max<uint64_t>(info.device_local_bytes, mem.memoryHeaps[h].size);
+  for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)
     os << (h ? "," : "") << " " << mib(mem.memoryHeaps[h].size)
        << (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT ? " device-local" : "");
   os << "; subgroup " << subgroup.subgroupSize << (info.subgroups ? " (arithmetic, shuffle)" : "")
      << "; shaderFloat64 " << (info.float64 ? "yes" : "no") << ", shaderInt64 "
      << (info.int64 ? "yes" : "no") << "; maxStorageBufferRange " << mib(info.max_storage_range)
-     << "; bufferDeviceAddress " << (info.device_address ? "yes" : "no");
+     << "; bufferDeviceAddress " << (info.device_address ? "yes" : "no") << "; buffers "
+     << buffer_placement(mem);
   info.description = os.str();
 
   uint32_t nq = 0;
