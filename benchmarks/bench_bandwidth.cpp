@@ -26,20 +26,42 @@ namespace {
 
 Array gelu(const Array& x) { return x * (1.0f + erf(x / std::sqrt(2.0f))) / 2.0f; }
 
+// Where a waited-for call's time goes: the call (submission), the wait, dropping the output.
+struct Phases {
+  double call = 0, wait = 0, drop = 0;
+};
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
 // The median over 5 rounds of one round's time per call, each round K calls: back to back then
 // one wait (K outputs live at once), or each waited for (one output live: its buffer is reused).
-double ms_per_call(const CompiledFunction& f, const Array& x, int calls, bool wait_each) {
+double ms_per_call(const CompiledFunction& f, const Array& x, int calls, bool wait_each,
+                   Phases& phases) {
   std::vector<double> rounds;
   for (int r = 0; r < 6; ++r) {
     std::vector<Array> out;
+    Phases p;
     auto t0 = Clock::now();
     for (int i = 0; i < calls; ++i) {
+      auto t1 = Clock::now();
       out.push_back(f({x})[0]);
-      if (wait_each) eval(out), out.clear();
+      p.call += since(t1);
+      if (!wait_each) continue;
+      t1 = Clock::now();
+      eval(out);
+      p.wait += since(t1);
+      t1 = Clock::now();
+      out.clear();
+      p.drop += since(t1);
     }
     eval(out);
-    double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    if (r > 0) rounds.push_back(ms / calls);  // round 0 compiles and fills the buffer pool
+    double ms = since(t0);
+    if (r == 0) continue;  // round 0 compiles and fills the buffer pool
+    rounds.push_back(ms / calls);
+    phases.call += p.call / calls / 5, phases.wait += p.wait / calls / 5;
+    phases.drop += p.drop / calls / 5;
   }
   std::nth_element(rounds.begin(), rounds.begin() + rounds.size() / 2, rounds.end());
   return rounds[rounds.size() / 2];
@@ -90,12 +112,16 @@ int main(int argc, char** argv) {
     const double bytes = 2.0 * 4.0 * static_cast<double>(n);  // read once, write once
     for (auto [what, f] : {std::pair{"x + 1", &f_add}, std::pair{"gelu", &f_gelu}})
       for (bool wait_each : {false, true}) {
-        double ms = ms_per_call(*f, x, calls, wait_each);
+        Phases ph;
+        double ms = ms_per_call(*f, x, calls, wait_each, ph);
         std::printf(
             "%-5s on %s, %.0f MiB in and out, %s: %.3f ms per call, %.1f GB/s (read + "
-            "written; median of 5 rounds of %d calls)\n",
+            "written; median of 5 rounds of %d calls)",
             what, name.c_str(), mib, wait_each ? "each call waited for" : "back to back", ms,
             bytes / ms / 1e6, calls);
+        if (wait_each)
+          std::printf("; mean call %.3f ms, wait %.3f, drop %.3f", ph.call, ph.wait, ph.drop);
+        std::printf("\n");
       }
     std::printf("memcpy of %.0f MiB on the host: %.1f GB/s (read + written)\n", mib,
                 memcpy_gbs(static_cast<size_t>(n) * 4));

@@ -210,7 +210,7 @@ std::string GlslDialect::convert(Dtype from, Dtype to, const std::string& x) {
     if (from.is_bool())
       f = std::string("(") + x + " ? " + ctype(to) + "(1) : " + ctype(to) + "(0))";
     else if (to == float64)
-      f = "double(" + x + ")";
+      f = (from.is_float() ? "k_f2d(" : "double(") + x + ")";  // k_f2d: denormals kept
     else if ((from == int64 || from == uint64) && f_.float64)
       f = "float(double(" + x + "))";  // as the reference: through double
     else
@@ -270,7 +270,7 @@ std::string GlslDialect::unary(const Value& val) {
       return std::string(dbl ? f64 : f32) + "(" + a + ")";
     };
     if (val.unary == UnaryOp::Sqrt && !dbl && f_.divide_in_double)
-      return "float(sqrt(double(" + a + ")))";  // ShaderFeatures::divide_in_double
+      return "float(sqrt(k_f2d(" + a + ")))";  // ShaderFeatures::divide_in_double
     if (std::string e = float_unary(val.unary, a); !e.empty()) return e;
     switch (val.unary) {
       case UnaryOp::Abs: return "abs(" + a + ")";
@@ -278,7 +278,7 @@ std::string GlslDialect::unary(const Value& val) {
       case UnaryOp::Log: return fn("log", "k_log_d");
       case UnaryOp::Rsqrt:  // correctly rounded where doubles exist (as the reference)
         if (dbl) return "(1.0lf / sqrt(" + a + "))";
-        if (f_.float64) return "float(1.0lf / sqrt(double(" + a + ")))";
+        if (f_.float64) return "float(1.0lf / sqrt(k_f2d(" + a + ")))";
         return "(1.0 / sqrt(" + a + "))";
       case UnaryOp::Sin: return fn("sin", "k_sin_d");
       case UnaryOp::Cos: return fn("cos", "k_cos_d");
@@ -339,7 +339,7 @@ std::string GlslDialect::binary(const Value& val) {
   if (std::string e = compare(val, a, b); !e.empty()) return e;
   if (d.is_float()) {
     if (val.binary == BinaryOp::Divide && d != float64 && f_.divide_in_double)
-      return "float(double(" + a + ") / double(" + b + "))";  // ShaderFeatures::divide_in_double
+      return "float(k_f2d(" + a + ") / k_f2d(" + b + "))";  // ShaderFeatures::divide_in_double
     if (std::string e = float_arith(val.binary, a, b); !e.empty()) return e;
     if (val.binary == BinaryOp::Power) {
       if (is_const_two(val.b)) return "(" + a + " * " + a + ")";
@@ -348,7 +348,7 @@ std::string GlslDialect::binary(const Value& val) {
     if (val.binary == BinaryOp::FloorDivide || val.binary == BinaryOp::Remainder) {
       // In double where the device has it, rounded once (scalar_ops.h).
       bool wide = d != float64 && f_.float64;
-      std::string x = wide ? "double(" + a + ")" : a, y = wide ? "double(" + b + ")" : b;
+      std::string x = wide ? "k_f2d(" + a + ")" : a, y = wide ? "k_f2d(" + b + ")" : b;
       std::string q = "floor(" + x + " / " + y + ")";
       std::string r =
           val.binary == BinaryOp::FloorDivide ? q : "(" + x + " - " + y + " * " + q + ")";

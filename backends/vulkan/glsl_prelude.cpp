@@ -159,6 +159,14 @@ std::string float64_math() {
 double k_nan_d() { return packDouble2x32(uvec2(0u, 0x7ff80000u)); }
 double k_inf_d() { return packDouble2x32(uvec2(0u, 0x7ff00000u)); }
 double k_pow2_d(int k) { return packDouble2x32(uvec2(0u, uint(k + 1023) << 20)); }
+// float -> double from the bits when x is a float32 denormal: a driver that flushes them (NVIDIA
+// 580, without DenormPreserve) flushes them in the conversion too.
+double k_f2d(float x) {
+  uint u = floatBitsToUint(x);
+  if ((u & 0x7f800000u) != 0u) return double(x);
+  double m = double(u & 0x7fffffu) * 1.4012984643248171e-45lf;
+  return (u & 0x80000000u) != 0u ? -m : m;
+}
 )";
   s += "double k_exp_d(double x) {\n"
        "  if (isnan(x)) return x;\n"

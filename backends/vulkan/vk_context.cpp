@@ -493,8 +493,6 @@ std::shared_ptr<Context> context(int index) {
   // last reference could be dropped on the completion thread itself (a finished launch's
   // clean-up outliving its queue at exit), whose join would then fail. Their threads sleep on
   // a condition variable when idle, so exit does not wait for them.
-  static const bool idle_registered = std::atexit(idle_at_exit) == 0;
-  (void)idle_registered;
   std::mutex& mu = contexts_mutex();
   auto& contexts = kiln::vulkan::contexts();
   std::lock_guard<std::mutex> lock(mu);
@@ -507,6 +505,12 @@ std::shared_ptr<Context> context(int index) {
     if (!all[index].usable)
       throw_error("vulkan: device vulkan:", index, " is not usable: ", all[index].reason);
     c = std::make_shared<Context>(index);
+    // Registered once a device exists: atexit handlers run in the reverse order of their
+    // registration, library finalisers among them, so idle_at_exit runs before those of the
+    // libraries the instance and device loaded (the driver, validation layers). Registered
+    // earlier, it called into NVIDIA's validation-layer chain after that was torn down.
+    static bool idle_registered = false;
+    if (!idle_registered) idle_registered = std::atexit(idle_at_exit) == 0;
   }
   return c;
 }
