@@ -13,6 +13,7 @@
 #include "backends/launch_check.h"
 #include "backends/native_kernels.h"
 #include "backends/opencl/codegen.h"
+#include "backends/opencl/completion_poller.h"
 #include "backends/opencl/device.h"
 #include "backends/opencl/matmul.h"
 #include "backends/opencl/memory.h"
@@ -41,11 +42,18 @@ std::exception_ptr error_ptr(const std::string& what) {
 // until it completes.
 class ClEvent : public Event, public std::enable_shared_from_this<ClEvent> {
  public:
-  ClEvent(cl_event e, std::string what, std::vector<std::shared_ptr<void>> keep)
-      : ev_(e), what_(std::move(what)), keep_(std::move(keep)) {}
+  // `poll`: completion found by completion_poller (GPU devices) instead of the driver's callback.
+  ClEvent(cl_event e, std::string what, std::vector<std::shared_ptr<void>> keep, bool poll)
+      : ev_(e), what_(std::move(what)), keep_(std::move(keep)), poll_(poll) {}
   ~ClEvent() override { clReleaseEvent(ev_); }
 
   void on_complete(std::function<void(std::exception_ptr)> f) override {
+    if (poll_) {
+      watch_completion(ev_, [f = std::move(f), self = shared_from_this()](cl_int status) {
+        f(status < 0 ? self->failure(status) : nullptr);
+      });
+      return;
+    }
     auto ctx = std::make_unique<Callback>(Callback{std::move(f), shared_from_this()});
     cl_int err = clSetEventCallback(ev_, CL_COMPLETE, &ClEvent::callback, ctx.get());
     if (err != CL_SUCCESS) {
@@ -80,6 +88,7 @@ class ClEvent : public Event, public std::enable_shared_from_this<ClEvent> {
   cl_event ev_;
   std::string what_;
   std::vector<std::shared_ptr<void>> keep_;
+  bool poll_ = false;
 };
 
 // A user event: device commands wait for it in their wait lists until the executor completes
@@ -91,7 +100,7 @@ class ClSignal : public Signal {
     cl_event e = clCreateUserEvent(ctx, &err);
     cl_check(err, "clCreateUserEvent");
     event_ = std::make_shared<ClEvent>(e, "a cpu task the device waited for",
-                                       std::vector<std::shared_ptr<void>>{});
+                                       std::vector<std::shared_ptr<void>>{}, false);
   }
   ~ClSignal() override {
     if (!done_.exchange(true)) clSetUserEventStatus(event_->handle(), -1);
@@ -285,7 +294,7 @@ class ClQueue : public Queue {
       ev = l.run(*k.reduce, static_cast<size_t>(std::min<int64_t>(nout, 1 << 16)), {}, true);
     }
     clFlush(q_);
-    return std::make_shared<ClEvent>(ev, "kernel " + k.ir.name, std::move(keep));
+    return std::make_shared<ClEvent>(ev, "kernel " + k.ir.name, std::move(keep), !dev_.cpu);
   }
 
   EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) override {
@@ -314,7 +323,7 @@ class ClQueue : public Queue {
       return nullptr;
     }
     clFlush(q_);
-    return std::make_shared<ClEvent>(ev, "copy", std::vector<std::shared_ptr<void>>{});
+    return std::make_shared<ClEvent>(ev, "copy", std::vector<std::shared_ptr<void>>{}, !dev_.cpu);
   }
 
   // No OpenCL kernels of their own yet: Kernel IR reductions (backends/native_kernels.h).
@@ -326,7 +335,7 @@ class ClQueue : public Queue {
     cl_event ev = opencl::enqueue_matmul(dev_, *pool_, q_, a, keep);
     if (!ev) return nullptr;
     clFlush(q_);
-    return std::make_shared<ClEvent>(ev, "matmul", std::move(keep));
+    return std::make_shared<ClEvent>(ev, "matmul", std::move(keep), !dev_.cpu);
   }
 
   void finish() override { cl_check(clFinish(q_), "clFinish"); }
