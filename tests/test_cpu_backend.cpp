@@ -1035,7 +1035,7 @@ void check_vector_scans(kiln::cpu::ScanIsa isa, double rtol) {
     EXPECT_EQ(last, n ? out[n - 1] : carry) << "n " << n;
     long double total = 0;
     for (T v : x) total += v;
-    EXPECT_NEAR(kiln::cpu::sum_total(x.data(), n), static_cast<double>(total),
+    EXPECT_NEAR(kiln::cpu::sum_total(x.data(), n, isa), static_cast<double>(total),
                 rtol * static_cast<double>(scale + 1))
         << "n " << n;
   }

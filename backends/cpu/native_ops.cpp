@@ -9,7 +9,7 @@
 //
 // Scans: a long row is cut into one chunk per thread, each scanned from its carry, the fold of
 // fixed 8192-element block totals (summed by every thread) before it; float32/float64 sums
-// scan 16/8 lanes a vector with AVX-512, 8/4 with AVX2.
+// scan 16/8 lanes a vector with AVX-512, 8/4 with AVX2 (backends/cpu/scan_vectors.h).
 // Gathers copy element bits; scatter_add splits the destination range between threads, each
 // reading every index in order, so each destination adds its updates in index order (the
 // reference's order: float results agree bitwise).
@@ -377,8 +377,10 @@ struct Combine {
 
 // Long rows split into one chunk per thread, each scanned from the row's value before it (its
 // carry). The carries fold, in order, the totals of fixed blocks of this many elements, which
-// every thread sums a share of (the input is then read twice: once here, once by the scan,
-// which is where the vector scan above makes it pay).
+// every thread sums a contiguous run of, one task per thread (the input before the last chunk
+// is then read twice: once here, once by the scan). Measured against scanning each chunk from
+// zero and then adding the carries to the later chunks (docs/performance.md): no faster at
+// 2^20 floats in cache, ~10% slower at 2^24 from memory, so the totals come first.
 constexpr int64_t kScanBlock = 8192;
 
 template <class Stored, class E, class C>
@@ -415,7 +417,7 @@ void scan_typed(const NativeArgs& a, Combine<C> f) {
   };
   auto total = [&](int64_t base, int64_t lo, int64_t hi) {
     if constexpr (kVectorType) {
-      if (contiguous_sum && isa != ScanIsa::None) return sum_total(in + base + lo, hi - lo);
+      if (contiguous_sum && isa != ScanIsa::None) return sum_total(in + base + lo, hi - lo, isa);
     }
     C acc = f.identity;
     for (int64_t k = lo; k < hi; ++k) acc = f(acc, E::load(in[at(base, k)]));
@@ -433,8 +435,9 @@ void scan_typed(const NativeArgs& a, Combine<C> f) {
     int64_t per = ((n + kScanBlock - 1) / kScanBlock + chunks - 1) / chunks;
     int64_t counted = per * (chunks - 1);
     std::vector<C> totals(counted);
-    tbb::parallel_for(int64_t(0), counted, [&](int64_t b) {
-      totals[b] = total(base, std::min(n, b * kScanBlock), std::min(n, (b + 1) * kScanBlock));
+    tbb::parallel_for(0, chunks, [&](int t) {
+      for (int64_t b = counted * t / chunks; b < counted * (t + 1) / chunks; ++b)
+        totals[b] = total(base, std::min(n, b * kScanBlock), std::min(n, (b + 1) * kScanBlock));
     });
     std::vector<C> carry(chunks, f.identity);
     C acc = f.identity;

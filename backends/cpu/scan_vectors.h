@@ -18,8 +18,9 @@ ScanIsa host_scan_isa();
 float sum_scan(const float* x, float* out, int64_t n, float carry, ScanIsa isa);
 double sum_scan(const double* x, double* out, int64_t n, double carry, ScanIsa isa);
 
-// The total of x[0, n) from sixteen (eight) partial sums (AVX2; the host must have it).
-float sum_total(const float* x, int64_t n);
-double sum_total(const double* x, int64_t n);
+// The total of x[0, n) from partial sums in vectors: two of eight floats (four doubles) with
+// AVX2, four of sixteen (eight) with AVX-512. `isa` as for sum_scan.
+float sum_total(const float* x, int64_t n, ScanIsa isa);
+double sum_total(const double* x, int64_t n, ScanIsa isa);
 
 }  // namespace kiln::cpu
