@@ -123,6 +123,9 @@ std::vector<int> streamable_buffers(const Kernel& k) {
 }
 
 bool streams_output(const Kernel& k) {
+#if !defined(__x86_64__) && !defined(__i386__)
+  return false;  // the JIT targets this host, and codegen streams on x86 only: nothing to measure
+#endif
   if (!row_walk_fits(k)) return false;
   std::vector<int> streamed = streamable_buffers(k);
   if (streamed.empty()) return false;

@@ -46,8 +46,9 @@ std::vector<int> streamable_buffers(const Kernel& k);
 // backs overlap the next row's work while streaming stores leave the core as they are issued.
 bool streaming_pays(const Kernel& k);
 
-// Whether the cpu backend compiles its walk of `k` with streaming stores: some buffer is
-// streamable, the streamable buffers' bytes exceed streaming_min_bytes(), and streaming_pays(k).
+// Whether the cpu backend compiles its walk of `k` with streaming stores: an x86 host, some
+// buffer streamable, the streamable buffers' bytes above streaming_min_bytes(), and
+// streaming_pays(k).
 bool streams_output(const Kernel& k);
 
 // After LLVM's optimiser: marks non-temporal the stores of whole vectors (16 bytes or more, a
