@@ -604,9 +604,11 @@ TEST(CpuBackend, RandomKernelsMatchReference) {
                           << c.k.str();
     }
   }
-  // The generator must actually produce the interesting shapes.
-  EXPECT_GT(reductions, kCases / 5);
-  EXPECT_GT(runtime, kCases / 8);
+  // The generator must actually produce the interesting shapes. Bounds well below the expected
+  // counts: with make test's sample of 150 new seeds, `> kCases / 8` runtime kernels failed 1 run
+  // in ~60 (18 of 150) though the generator was right.
+  EXPECT_GT(reductions, kCases / 10);
+  EXPECT_GT(runtime, kCases / 16);
 }
 
 // ---- vector math vs libm --------------------------------------------------------------------
