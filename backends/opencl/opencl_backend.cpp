@@ -11,10 +11,12 @@
 
 #include "backends/canonical.h"
 #include "backends/launch_check.h"
+#include "backends/native.h"
 #include "backends/native_kernels.h"
 #include "backends/opencl/codegen.h"
 #include "backends/opencl/completion_poller.h"
 #include "backends/opencl/device.h"
+#include "backends/opencl/gather.h"
 #include "backends/opencl/matmul.h"
 #include "backends/opencl/memory.h"
 #include "backends/opencl/program_cache.h"
@@ -326,9 +328,15 @@ class ClQueue : public Queue {
     return std::make_shared<ClEvent>(ev, "copy", std::vector<std::shared_ptr<void>>{}, !dev_.cpu);
   }
 
-  // No OpenCL kernels of their own yet: Kernel IR reductions (backends/native_kernels.h).
+  // Gathers have a kernel of their own (gather.h); the other primitives none yet: Kernel IR
+  // reductions (backends/native_kernels.h).
   EventPtr enqueue_native(const NativeArgs& a) override {
-    return enqueue_native_as_kernels(backend_, device_, *this, a);
+    if (a.op != Op::Gather) return enqueue_native_as_kernels(backend_, device_, *this, a);
+    cl_event ev = opencl::enqueue_gather(dev_, q_, a);
+    if (!ev) return nullptr;
+    clFlush(q_);
+    return std::make_shared<ClEvent>(ev, native_name(a), std::vector<std::shared_ptr<void>>{},
+                                     !dev_.cpu);
   }
   EventPtr enqueue_matmul(const MatmulArgs& a) override {
     std::vector<std::shared_ptr<void>> keep;

@@ -11,11 +11,13 @@
 #include <tuple>
 
 #include "backends/launch_check.h"
+#include "backends/native.h"
 #include "backends/native_kernels.h"
 #include "backends/split_reduce.h"
 #include "backends/vulkan/descriptors.h"
 #include "backends/vulkan/disk_cache.h"
 #include "backends/vulkan/flatten.h"
+#include "backends/vulkan/gather_shader.h"
 #include "backends/vulkan/glsl_codegen.h"
 #include "backends/vulkan/glsl_compiler.h"
 #include "backends/vulkan/host_signal.h"
@@ -270,6 +272,34 @@ const MatmulPipeline& matmul_pipeline(const std::shared_ptr<Context>& ctx, Dtype
   return *p;
 }
 
+// The gather pipeline of (device, element size, form), built on first use and kept for the
+// process, with its descriptor sets (its params are push constants, so sets depend only on the
+// buffers).
+struct GatherPipeline {
+  std::unique_ptr<Pipeline> pipe;
+  std::unique_ptr<vulkan::DescriptorCache> sets = std::make_unique<vulkan::DescriptorCache>();
+};
+
+const GatherPipeline& gather_pipeline(const std::shared_ptr<Context>& ctx, size_t element_bytes,
+                                      bool by_address) {
+  struct Cache {
+    std::mutex mu;
+    std::map<std::tuple<const Context*, size_t, bool>, std::shared_ptr<GatherPipeline>> pipelines;
+  };
+  static Immortal<Cache> cache;
+  std::lock_guard<std::mutex> lock(cache->mu);
+  auto& p = cache->pipelines[{ctx.get(), element_bytes, by_address}];
+  if (!p) {
+    auto gp = std::make_shared<GatherPipeline>();
+    std::vector<uint32_t> spirv =
+        vulkan::compile_glsl(vulkan::gather_glsl(element_bytes, by_address), "gather");
+    gp->pipe = std::make_unique<Pipeline>(ctx, spirv, by_address ? 0 : 3,
+                                          static_cast<uint32_t>(sizeof(vulkan::GatherPush)));
+    p = gp;
+  }
+  return *p;
+}
+
 // The live state of one lane: a command pool and the timeline semaphore that orders its
 // submissions. Shared with the completion thread's clean-ups, which free command buffers.
 struct LaneState {
@@ -418,8 +448,10 @@ class VulkanQueue : public Queue {
     return nullptr;
   }
 
-  // No shaders of their own yet: Kernel IR reductions (backends/native_kernels.h).
+  // Gathers have a shader of their own (gather_shader.h); the other primitives none yet:
+  // Kernel IR reductions (backends/native_kernels.h).
   EventPtr enqueue_native(const NativeArgs& a) override {
+    if (a.op == Op::Gather) return enqueue_gather(a);
     return enqueue_native_as_kernels(backend_, device_, *this, a);
   }
   EventPtr enqueue_matmul(const MatmulArgs& a) override {
@@ -557,6 +589,69 @@ class VulkanQueue : public Queue {
     lane_->deferred.push_back(ev);
     lane_->waits.push_back({ev->semaphore(), ev->value(), ev->keep()});
     return ev;
+  }
+
+  EventPtr enqueue_gather(const NativeArgs& a) {
+    std::vector<size_t> bytes;
+    for (Buffer* b : a.buffers) bytes.push_back(b ? b->bytes() : 0);
+    check_native_args(a, bytes);
+    const int64_t total = a.out_elements();
+    if (total == 0) return nullptr;
+    std::string what = native_name(a);
+    VulkanBuffer* bufs[3] = {own(a.buffers[0], what), own(a.buffers[1], what),
+                             own(a.buffers[2], what)};
+    bool by_address = false;
+    for (VulkanBuffer* b : bufs) by_address = beyond_binding_range(*b, what) || by_address;
+    // Below 2^31 elements each: own() bounds every buffer to 2^31 bytes.
+    vulkan::GatherPush push;
+    push.outer = static_cast<uint32_t>(a.outer), push.n = static_cast<uint32_t>(a.n);
+    push.inner = static_cast<uint32_t>(a.inner), push.m = static_cast<uint32_t>(a.m);
+    push.total = static_cast<uint32_t>(total);
+    int64_t per_word = vulkan::gather_elements_per_word(a.dtype.size());
+    push.words = static_cast<uint32_t>((total + per_word - 1) / per_word);
+    push.shared_index = a.shared_index ? 1 : 0;
+    const GatherPipeline& gp = gather_pipeline(ctx_, a.dtype.size(), by_address);
+    auto res = std::make_shared<LaunchResources>(lane_);
+    if (by_address) {
+      for (int i = 0; i < 3; ++i) push.address[i] = bufs[i]->address();
+      res->sets.push_back(nullptr);
+    } else {
+      std::vector<VkBuffer> bound;
+      std::vector<uint64_t> ids;
+      for (VulkanBuffer* b : bufs) bound.push_back(b->handle()), ids.push_back(b->id());
+      res->sets.push_back(gp.sets->get(ctx_, gp.pipe->set_layout, bound, ids));
+    }
+    uint32_t g[3];
+    gather_grid(push.words, g);
+    const Pipeline& pipe = *gp.pipe;
+    return submit(res, [&](VkCommandBuffer cb) {
+      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.pipeline);
+      if (res->sets[0]) {
+        VkDescriptorSet set = res->sets[0]->handle();
+        vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 1, &set, 0,
+                                nullptr);
+      }
+      vkCmdPushConstants(cb, pipe.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), &push);
+      vkCmdDispatch(cb, g[0], g[1], g[2]);
+    });
+  }
+
+  // The gather's grid: one workgroup per kGatherLanes words (a CPU device at most max_groups_,
+  // as element-wise kernels), folded into 2-D past the per-dimension limit; the shader loops
+  // over the words past it.
+  void gather_grid(int64_t words, uint32_t g[3]) const {
+    int64_t needed = (words + vulkan::kGatherLanes - 1) / vulkan::kGatherLanes;
+    int64_t total = max_groups_ > 0 ? std::min<int64_t>(needed, max_groups_) : needed;
+    const uint32_t* lim = ctx_->info().max_groups;
+    int64_t gx = std::min<int64_t>(total, lim[0]);
+    int64_t gy = std::min<int64_t>((total + gx - 1) / gx, lim[1]);
+    int64_t steps = (needed + gx * gy - 1) / (gx * gy);
+    if (int64_t limit = ctx_->info().loop_limit; limit && steps > limit / 2)
+      throw_error("vulkan: gather of ", words, " words would loop ", steps,
+                  " times in a shader on ", ctx_->label(),
+                  ", whose driver ends shader loops after ", limit,
+                  " iterations (llvmpipe); raise KILN_VULKAN_MAX_GROUPS or run it on cpu");
+    g[0] = static_cast<uint32_t>(gx), g[1] = static_cast<uint32_t>(gy), g[2] = 1;
   }
 
   // Per-launch objects, released on the completion thread once the GPU is done with them.
