@@ -5,7 +5,8 @@
 // the copy bound (the faster of one memcpy and a copy split across the threads, timed rep by
 // rep alternately with cumsum).
 // Goals (issue 20): sort <= 1x NumPy, argsort <= 1x, take <= 1.5x, scatter_add <= 2x
-// bincount, cumsum >= 70% of copy bandwidth.
+// bincount, cumsum >= 70% of copy bandwidth. Then take on every other usable device (opencl,
+// vulkan), beside the cpu backend's: on a GPU it should be faster, on a CPU device no worse.
 //   build/benchmarks/bench_native [python] [reps] [n]   (python: ~/peers/bin/python)
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -113,6 +114,26 @@ int main(int argc, char** argv) {
   kiln["cumsum"] = scan;
   double copy = std::min(copy1, copyp);
 
+  // take on the device backends, the table and indices resident there (issue 20: faster than
+  // the cpu backend where the device is a GPU; on PoCL and lavapipe, CPU devices, no worse).
+  struct DeviceTake {
+    std::string device, what;
+    double ms;
+    bool matches;
+  };
+  std::vector<DeviceTake> device_take;
+  std::vector<float> want = take(x, idx, 0).to_vector<float>();
+  for (const DeviceInfo& info : devices()) {
+    if (info.device.backend == "cpu" || info.device.backend == "reference" || !info.available)
+      continue;
+    Array xd = array(xv, {n}, float32, info.device), id = array(iv, {n}, int64, info.device);
+    eval({xd, id});
+    StreamScope on(info.device);
+    double ms = best_ms(reps, [&] { eval(take(xd, id, 0)); });
+    bool same = take(xd, id, 0).to_vector<float>() == want;
+    device_take.push_back({info.device.str(), info.description, ms, same});
+  }
+
   std::map<std::string, double> np2 = numpy_times(python, reps, n, version);
   auto numpy = [&](const std::string& c) {
     double a = np1.count(c) ? np1[c] : 1e30, b = np2.count(c) ? np2[c] : 1e30;
@@ -143,6 +164,16 @@ int main(int argc, char** argv) {
                 r.goal > 0 ? ("<= " + std::to_string(r.goal).substr(0, 3) + "x").c_str() : "",
                 r.call);
   }
+  std::printf(
+      "\ntake of %lld random indices from %lld float32 on each device (table and "
+      "indices there; fastest of %d calls, each evaluated)\n",
+      static_cast<long long>(n), static_cast<long long>(n), reps);
+  std::printf("%-10s %10s %12s  %s\n", "device", "ms", "cpu / device", "result");
+  std::printf("%-10s %10.3f %12s  %s\n", cpu.str().c_str(), kiln["take"], "1.00x", "");
+  for (const DeviceTake& t : device_take)
+    std::printf("%-10s %10.3f %11.2fx  %s; %s\n", t.device.c_str(), t.ms, kiln["take"] / t.ms,
+                t.matches ? "matches cpu" : "DIFFERS FROM CPU", t.what.substr(0, 60).c_str());
+
   double bytes = 2.0 * n * sizeof(float);
   std::printf("\ncopy of the same bytes: %.3f ms (%.1f GB/s; memcpy %.3f ms, %d threads %.3f ms)\n",
               copy, bytes / copy / 1e6, copy1, parts, copyp);

@@ -36,13 +36,19 @@ __kernel void kiln_gather(__global const T* a, __global const long* idx, __globa
   const long total = outer * m * inner;
   const long first = (long)get_global_id(0) * chunk;
   const long end = min(first + chunk, total);
+  if (first >= end) return;
+  // (o, j, k): the output position of g, divided out once and then stepped.
+  long k = first % inner, row = first / inner;
+  long j = row % m, o = row / m;
   for (long g = first; g < end; ++g) {
-    const long row = g / inner, k = g - row * inner;
-    const long o = row / m, j = row - o * m;
     long i = idx[shared ? j : g];
     if (i < 0) i += n;
     i = clamp(i, 0L, n - 1);
     out[g] = a[(o * n + i) * inner + k];
+    if (++k == inner) {
+      k = 0;
+      if (++j == m) j = 0, ++o;
+    }
   }
 }
 )";
