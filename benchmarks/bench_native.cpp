@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/extension.h"
+#include "backends/native_kernels.h"
 #include "kiln.h"
 
 using namespace kiln;
@@ -60,6 +62,46 @@ std::map<std::string, double> numpy_times(const std::string& python, int reps, i
     }
   }
   pclose(p);
+  return r;
+}
+
+// The device's gather kernel against the Kernel IR lowering it replaced (backends/
+// native_kernels.h: a reduction over the whole axis per output element, O(n m)), both through
+// the backend's queue on the same buffers, at a size the lowering can do: fastest of `reps` ms
+// each, and whether their outputs agree bit for bit.
+struct VsLowering {
+  double kernel_ms = 0, lowered_ms = 0;
+  bool same = false;
+};
+VsLowering gather_vs_lowering(Device dev, int64_t n, int reps) {
+  Backend& be = backend_for(dev);
+  std::mt19937_64 rng(1);
+  std::vector<float> table(n);
+  std::vector<int64_t> idx(n);
+  for (int64_t i = 0; i < n; ++i) table[i] = static_cast<float>(rng() % 1000), idx[i] = rng() % n;
+  auto a = be.allocate(dev.index, n * 4), ix = be.allocate(dev.index, n * 8);
+  auto o1 = be.allocate(dev.index, n * 4), o2 = be.allocate(dev.index, n * 4);
+  a->write(table.data(), 0, n * 4);
+  ix->write(idx.data(), 0, n * 8);
+  auto q = be.create_queue(dev.index);
+  NativeArgs args;
+  args.op = Op::Gather;
+  args.n = args.m = n;
+  args.shared_index = true;
+  auto run = [&](Buffer* out, bool lowered) {
+    args.buffers = {a.get(), ix.get(), out};
+    EventPtr e =
+        lowered ? enqueue_native_as_kernels(be, dev.index, *q, args) : q->enqueue_native(args);
+    if (e) e->wait();
+    q->finish();
+  };
+  VsLowering r;
+  r.kernel_ms = best_ms(reps, [&] { run(o1.get(), false); });
+  r.lowered_ms = best_ms(reps, [&] { run(o2.get(), true); });
+  std::vector<float> g1(n), g2(n);
+  o1->read(g1.data(), 0, n * 4);
+  o2->read(g2.data(), 0, n * 4);
+  r.same = g1 == g2;
   return r;
 }
 
@@ -139,6 +181,11 @@ int main(int argc, char** argv) {
     bool same = take(xd, id, 0).to_vector<float>() == want.to_vector<float>();
     device_take.push_back({info.device.str(), info.description, ms, same});
   }
+  const int64_t small = 4096;
+  std::vector<std::pair<std::string, VsLowering>> vs_lowering;
+  for (const DeviceInfo& info : devices())
+    if (info.available && (info.device.backend == "opencl" || info.device.backend == "vulkan"))
+      vs_lowering.push_back({info.device.str(), gather_vs_lowering(info.device, small, 5)});
 
   std::map<std::string, double> np2 = numpy_times(python, reps, n, version);
   auto numpy = [&](const std::string& c) {
@@ -179,6 +226,16 @@ int main(int argc, char** argv) {
   for (const DeviceTake& t : device_take)
     std::printf("%-10s %10.3f %11.2fx  %s; %s\n", t.device.c_str(), t.ms, kiln["take"] / t.ms,
                 t.matches ? "matches cpu" : "DIFFERS FROM CPU", t.what.substr(0, 60).c_str());
+
+  std::printf(
+      "\ngather of %lld from %lld float32 (shared indices): the device kernel against "
+      "the Kernel IR lowering it replaced, fastest of 5\n",
+      static_cast<long long>(small), static_cast<long long>(small));
+  std::printf("%-10s %10s %12s %9s  %s\n", "device", "kernel ms", "lowering ms", "speedup",
+              "outputs");
+  for (const auto& [dev, r] : vs_lowering)
+    std::printf("%-10s %10.3f %12.3f %8.1fx  %s\n", dev.c_str(), r.kernel_ms, r.lowered_ms,
+                r.lowered_ms / r.kernel_ms, r.same ? "equal" : "DIFFER");
 
   double bytes = 2.0 * n * sizeof(float);
   std::printf("\ncopy of the same bytes: %.3f ms (%.1f GB/s; memcpy %.3f ms, %d threads %.3f ms)\n",
