@@ -12,13 +12,30 @@
 #include <random>
 
 #include "backends/native.h"
-#include "backends/vulkan/vk_context.h"
 #include "kernel_diff.h"
 #include "kiln.h"
 #include "test_util.h"
+#ifdef KILN_HAVE_VULKAN_BACKEND
+#include "backends/vulkan/vk_context.h"
+#include "backends/vulkan/vulkan_backend.h"
+#endif
 
 namespace kiln {
 namespace {
+
+#ifdef KILN_HAVE_VULKAN_BACKEND
+// The binary runs with KILN_VULKAN_VALIDATION=1 (tests/CMakeLists.txt): a test fails when the
+// validation layer reported anything while it ran.
+struct NoValidationMessages {
+  int64_t before = vulkan_validation_messages();
+  ~NoValidationMessages() {
+    EXPECT_EQ(vulkan_validation_messages(), before)
+        << "VK_LAYER_KHRONOS_validation reported problems (printed above)";
+  }
+};
+#else
+struct NoValidationMessages {};
+#endif
 
 using kdiff::Bytes;
 
@@ -113,6 +130,7 @@ std::vector<const char*> gather_devices() {
 // shared by two output rows for 8- and 16-bit types), per-row indices (take_along_axis), lengths
 // that are not a multiple of a word or of a 64-wide group, m = 0, and a 100,000-long axis.
 TEST(NativeOps, DeviceGatherMatchesReferenceOnEveryDtype) {
+  NoValidationMessages check;
   const std::vector<Shape4> shapes = {{1, 7, 1, 5, true},         {3, 5, 3, 7, true},
                                       {2, 9, 5, 6, false},        {1, 300, 1, 257, false},
                                       {4, 65, 1, 129, true},      {2, 3, 1, 0, true},
@@ -126,6 +144,7 @@ TEST(NativeOps, DeviceGatherMatchesReferenceOnEveryDtype) {
 // An invocation owns a whole word of packed 8- and 16-bit output; the output's last word keeps
 // the bytes past the output as they were.
 TEST(NativeOps, DeviceGatherLeavesTheBytesAfterItsOutput) {
+  NoValidationMessages check;
   for (const char* dev : gather_devices())
     for (Dtype d : {uint8, float16}) {
       SCOPED_TRACE(std::string(d.name()) + " on " + dev);
@@ -142,6 +161,7 @@ TEST(NativeOps, DeviceGatherLeavesTheBytesAfterItsOutput) {
 // past lavapipe's 65,535 per dimension, with one group per 64 words as on a GPU; then as few
 // groups looping over the rest; 16-bit elements pack two per word, so half the groups.
 TEST(NativeOps, DeviceGatherGridsBeyond65535GroupsOnVulkan) {
+  NoValidationMessages check;
   if (!test::backend_available("vulkan")) GTEST_SKIP() << "no vulkan device";
   const Shape4 s{1, 2, 2'100'000, 2, true};
   for (Dtype d : {int32, bfloat16}) {
@@ -160,6 +180,10 @@ TEST(NativeOps, DeviceGatherGridsBeyond65535GroupsOnVulkan) {
 
 // A table past maxStorageBufferRange (128 MiB on lavapipe) is reached by its device address.
 TEST(NativeOps, DeviceGatherReachesTablesPastTheBindingRangeOnVulkan) {
+  NoValidationMessages check;
+#ifndef KILN_HAVE_VULKAN_BACKEND
+  GTEST_SKIP() << "no vulkan backend";
+#else
   if (!test::backend_available("vulkan")) GTEST_SKIP() << "no vulkan device";
   const vulkan::PhysicalInfo& info = vulkan::physical_devices().at(0);
   int64_t n = static_cast<int64_t>(info.max_storage_range / 8) + 4096;
@@ -173,10 +197,12 @@ TEST(NativeOps, DeviceGatherReachesTablesPastTheBindingRangeOnVulkan) {
   std::vector<int64_t> out = kdiff::from_bytes<int64_t>(got);
   for (size_t j = 0; j < iv.size(); ++j)
     EXPECT_EQ(out[j], native_index(iv[j], n) * 3 - 7) << "index " << iv[j];
+#endif
 }
 
 // Buffers of another device raise, naming the gather and the device.
 TEST(NativeOps, DeviceGatherRaisesOnBuffersOfAnotherDevice) {
+  NoValidationMessages check;
   for (const char* dev : gather_devices()) {
     Backend& be = backend_for(device(dev));
     auto a = be.allocate(0, 16), out = be.allocate(0, 16);
@@ -194,6 +220,7 @@ TEST(NativeOps, DeviceGatherRaisesOnBuffersOfAnotherDevice) {
 // take and take_along_axis on device streams reach the kernels and agree with cpu, on a table of
 // 100,000 rows.
 TEST(NativeOps, DeviceTakeAndTakeAlongAxisMatchCpu) {
+  NoValidationMessages check;
   std::mt19937_64 rng(3);
   std::uniform_int_distribution<int64_t> pick(-100003, 100003);
   std::normal_distribution<float> normal;
