@@ -9,8 +9,11 @@
 // Goals: compiled <= eager everywhere; softmax <= 1.0x JAX on 1024x1024 and <= 1.5x the copy
 // on 32x1000x4096. Then a sweep of softmax row lengths (2^24 floats in all, down to one row)
 // timing the walk against the passes: where a line between them would go
-// (backends/cpu/row_walk.h).
+// (backends/cpu/row_walk.h). --stores times instead the walk of each op on 32x1000x4096 with
+// ordinary and with streaming stores (backends/cpu/streaming_stores.h, each forced), round by
+// round beside the copy: the median of the per-round ratios, and each one's fastest call.
 //   build/benchmarks/bench_rows [--python PATH] [--rounds N] [--no-sweep | --sweep-only]
+//                               [--stores]
 //   (~/peers/bin/python)
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -126,6 +129,66 @@ Row measure(const Case& c, const Shape& shape, const std::string& python, int ro
   return r;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The walk compiled with its stores forced one way (read when the kernel compiles).
+CompiledFunction with_stores(const Op& op, bool streaming, const std::vector<Array>& args) {
+  setenv("KILN_NONTEMPORAL_BYTES", "0", 1);
+  setenv("KILN_ROW_STORES", streaming ? "streaming" : "ordinary", 1);
+  CompiledFunction f = compile(
+      [op](const std::vector<Array>& in) { return std::vector<Array>{op(in[0], in[1], in[2])}; });
+  eval(f(args));
+  unsetenv("KILN_NONTEMPORAL_BYTES");
+  unsetenv("KILN_ROW_STORES");
+  return f;
+}
+
+void stores(int rounds) {
+  std::printf("%-12s %10s %10s %10s %9s %9s %18s\n", "32x1000x4096", "ordinary", "streaming",
+              "copy", "ord/copy", "str/copy", "streaming/ordinary");
+  Shape shape{32, 1000, 4096};
+  size_t bytes = size_t{32} * 1000 * 4096 * sizeof(float);
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  int parts = tbb::this_task_arena::max_concurrency();
+  auto copy = [&] {  // every thread copying a part (copy_ms without its allocation)
+    tbb::parallel_for(0, parts, [&](int p) {
+      size_t lo = bytes * p / parts, hi = bytes * (p + 1) / parts;
+      std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);
+    });
+  };
+  for (const Case& c : cases()) {
+    Array x = random::normal(shape, float32, random::key(1));
+    Array w = random::normal({4096}, float32, random::key(2));
+    Array b = random::normal({4096}, float32, random::key(3));
+    eval({x, w, b});
+    std::vector<Array> args{x, w, b};
+    CompiledFunction ord = with_stores(c.op, false, args), str = with_stores(c.op, true, args);
+    double to = 1e30, ts = 1e30, tc = 1e30;
+    std::vector<double> ratios;
+    for (int round = 0; round < rounds; ++round) {  // which goes first alternates
+      double o = 1e30, s = 1e30;
+      for (int i = 0; i < 2; ++i) {
+        bool ord_first = (round + i) % 2 == 0;
+        for (int k = 0; k < 2; ++k) {
+          if ((k == 0) == ord_first)
+            o = std::min(o, best_ms(1, [&] { eval(ord(args)); }));
+          else
+            s = std::min(s, best_ms(1, [&] { eval(str(args)); }));
+        }
+        tc = std::min(tc, best_ms(1, copy));
+      }
+      ratios.push_back(s / o);
+      to = std::min(to, o), ts = std::min(ts, s);
+    }
+    std::printf("%-12s %10.3f %10.3f %10.3f %8.2fx %8.2fx %17.3f\n", c.name, to, ts, tc, to / tc,
+                ts / tc, median(ratios));
+    std::fflush(stdout);
+  }
+}
+
 std::string shape_str(const Shape& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) out.append(i ? "x" : "").append(std::to_string(s[i]));
@@ -138,7 +201,7 @@ int main(int argc, char** argv) {
   std::string python;
   if (const char* home = std::getenv("HOME")) python = std::string(home) + "/peers/bin/python";
   int rounds = 3;
-  bool sweep = true, cases_too = true;
+  bool sweep = true, cases_too = true, stores_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--python" && i + 1 < argc)
@@ -147,12 +210,20 @@ int main(int argc, char** argv) {
       rounds = std::max(1, std::atoi(argv[++i]));
     else if (a == "--no-sweep")
       sweep = false;
+    else if (a == "--sweep-only")
+      cases_too = false;
+    else if (a == "--stores")
+      stores_only = true;
   }
   std::string cpu_desc;
   for (const DeviceInfo& d : devices())
     if (d.device.backend == "cpu") cpu_desc = d.description;
   std::printf("bench_rows: cpu (%s), %d threads; fastest call of %d rounds\n", cpu_desc.c_str(),
               tbb::this_task_arena::max_concurrency(), rounds);
+  if (stores_only) {
+    stores(std::max(rounds, 5));
+    return 0;
+  }
   std::printf("%-12s %-12s %9s %9s %9s %9s %9s  %8s %8s %8s\n", "op", "shape", "compiled", "passes",
               "eager", "JAX jit", "copy", "/eager", "/JAX", "/copy");
   for (const Shape& shape : {Shape{1024, 1024}, Shape{32, 1000, 4096}}) {
