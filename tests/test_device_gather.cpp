@@ -34,7 +34,9 @@ struct NoValidationMessages {
   }
 };
 #else
-struct NoValidationMessages {};
+struct NoValidationMessages {
+  ~NoValidationMessages() {}  // user-provided: a declared guard is not an unused variable
+};
 #endif
 
 using kdiff::Bytes;
