@@ -14,6 +14,7 @@
 #include "backends/cpu/row_walk.h"
 #include "backends/kernel_text.h"
 #include "compile/aot.h"
+#include "row_ops.h"
 #include "sweep.h"
 #include "test_util.h"
 
@@ -21,31 +22,9 @@ using namespace kiln;
 
 namespace {
 
-using RowOp = std::function<Array(const Array& x, const Array& w, const Array& b)>;
-
-const std::vector<std::pair<std::string, RowOp>>& row_ops() {
-  static const std::vector<std::pair<std::string, RowOp>> ops = {
-      {"softmax", [](const Array& x, const Array&, const Array&) { return nn::softmax(x); }},
-      {"log_softmax",
-       [](const Array& x, const Array&, const Array&) { return nn::log_softmax(x); }},
-      {"layer_norm",
-       [](const Array& x, const Array& w, const Array& b) { return nn::layer_norm(x, w, b); }},
-      {"rms_norm", [](const Array& x, const Array& w, const Array&) { return nn::rms_norm(x, w); }},
-  };
-  return ops;
-}
-
-// Inputs of dtype `d`: x (rows, len) spread over [-8, 8] (softmax sees large exponents), the
-// weight and bias (len).
-std::vector<Array> inputs(Dtype d, int64_t rows, int64_t len, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-8.0f, 8.0f), s(0.5f, 1.5f);
-  std::vector<float> x(rows * len), w(len), b(len);
-  for (float& v : x) v = u(rng);
-  for (float& v : w) v = s(rng);
-  for (float& v : b) v = u(rng) / 8;
-  return {astype(array(x, {rows, len}), d), astype(array(w, {len}), d), astype(array(b, {len}), d)};
-}
+using test::row_inputs;
+using test::row_ops;
+using test::RowOp;
 
 // Relative error allowed: float32's vector exp/log/rsqrt on cpu (a few ulp) compounded over a
 // row's sum; the 16-bit types an ulp or two of their own.
@@ -67,7 +46,7 @@ void expect_matches_reference(const std::string& name, const RowOp& op, const st
                               Dtype d, int64_t rows, int64_t len) {
   SCOPED_TRACE(name + " " + d.name() + " " + std::to_string(rows) + "x" + std::to_string(len) +
                " on " + dev);
-  std::vector<Array> in = inputs(d, rows, len, static_cast<unsigned>(rows * 131 + len));
+  std::vector<Array> in = row_inputs(d, rows, len, static_cast<unsigned>(rows * 131 + len));
   CompiledFunction f = compiled(op);
   std::vector<double> want;
   {
@@ -145,7 +124,7 @@ TEST(RowKernels, CpuWalkAndPassesMatchReference) {
 
 // Each of the four is one row kernel when compiled.
 TEST(RowKernels, EachOpIsOneRowKernel) {
-  std::vector<Array> in = inputs(float32, 4, 64, 1);
+  std::vector<Array> in = row_inputs(float32, 4, 64, 1);
   for (const auto& [name, op] : row_ops()) {
     SCOPED_TRACE(name);
     std::string k = kernels_of(op, in);
@@ -156,7 +135,7 @@ TEST(RowKernels, EachOpIsOneRowKernel) {
 
 TEST(RowKernels, CpuLineIsTheRowBytes) {
   Kernel k = [] {
-    std::vector<Array> in = inputs(float32, 2, 1000, 1);
+    std::vector<Array> in = row_inputs(float32, 2, 1000, 1);
     std::string text = kernels_of(row_ops()[0].second, in);
     text = text.substr(text.find("kernel "));  // the reader keeps a view of it
     TextReader r(text, "test");
@@ -178,7 +157,7 @@ TEST(RowKernels, CpuLineIsTheRowBytes) {
 // its values; the column reductions keep the cpu backend's tiled walk); a shapeless compile
 // keeps the passes apart (one kernel for every shape).
 TEST(RowKernels, ColumnsAndShapelessStaySeparate) {
-  std::vector<Array> in = inputs(float32, 6, 5, 2);
+  std::vector<Array> in = row_inputs(float32, 6, 5, 2);
   auto col =
       compile([](const std::vector<Array>& a) { return std::vector<Array>{softmax(a[0], 0)}; });
   std::string text = col.lower(in).as_text();
@@ -196,7 +175,7 @@ TEST(RowKernels, ColumnsAndShapelessStaySeparate) {
 
 // A row kernel in an AOT artifact reads back as the same kernel and runs.
 TEST(RowKernels, ArtifactRoundTrip) {
-  std::vector<Array> in = inputs(float32, 3, 10, 3);
+  std::vector<Array> in = row_inputs(float32, 3, 10, 3);
   Executable e = compiled(row_ops()[2].second).lower(in).compile();
   Executable back = Executable::from_artifact(e.artifact());
   EXPECT_EQ(back.as_text(), e.as_text());

@@ -20,34 +20,15 @@
 #include "graph/text_reader.h"
 #include "kernel_diff.h"
 #include "kiln.h"
+#include "row_ops.h"
 #include "test_util.h"
 
 namespace kiln {
 namespace {
 
-using RowOp = std::function<Array(const Array& x, const Array& w, const Array& b)>;
-
-const std::vector<std::pair<std::string, RowOp>>& row_ops() {
-  static const std::vector<std::pair<std::string, RowOp>> ops = {
-      {"softmax", [](const Array& x, const Array&, const Array&) { return nn::softmax(x); }},
-      {"log_softmax",
-       [](const Array& x, const Array&, const Array&) { return nn::log_softmax(x); }},
-      {"layer_norm",
-       [](const Array& x, const Array& w, const Array& b) { return nn::layer_norm(x, w, b); }},
-      {"rms_norm", [](const Array& x, const Array& w, const Array&) { return nn::rms_norm(x, w); }},
-  };
-  return ops;
-}
-
-std::vector<Array> inputs(Dtype d, int64_t rows, int64_t len, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-8.0f, 8.0f), s(0.5f, 1.5f);
-  std::vector<float> x(rows * len), w(len), b(len);
-  for (float& v : x) v = u(rng);
-  for (float& v : w) v = s(rng);
-  for (float& v : b) v = u(rng) / 8;
-  return {astype(array(x, {rows, len}), d), astype(array(w, {len}), d), astype(array(b, {len}), d)};
-}
+using test::row_inputs;
+using test::row_ops;
+using test::RowOp;
 
 CompiledFunction compiled(const RowOp& op) {
   return compile(
@@ -56,7 +37,7 @@ CompiledFunction compiled(const RowOp& op) {
 
 // The row kernel `op` lowers to for inputs of dtype d, (rows, len).
 Kernel row_kernel(const RowOp& op, Dtype d, int64_t rows, int64_t len) {
-  std::string text = compiled(op).lower(inputs(d, rows, len, 1)).as_text();
+  std::string text = compiled(op).lower(row_inputs(d, rows, len, 1)).as_text();
   size_t at = text.find("kernel rows_");
   EXPECT_NE(at, std::string::npos) << text;
   text = text.substr(at);  // the reader keeps views into it
@@ -209,7 +190,7 @@ TEST(StreamingStores, RowOpsMatchReference) {
       for (const auto& [name, op] : row_ops()) {
         SCOPED_TRACE(name + " " + d.name() + " len " + std::to_string(len));
         int64_t rows = len == 1056 ? 301 : 9;
-        std::vector<Array> in = inputs(d, rows, len, static_cast<unsigned>(len));
+        std::vector<Array> in = row_inputs(d, rows, len, static_cast<unsigned>(len));
         CompiledFunction f = compiled(op);
         std::vector<double> want;
         {

@@ -1,5 +1,6 @@
 #include "backends/opencl/device.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -166,6 +167,16 @@ std::vector<std::unique_ptr<ClDevice>> discover() {
   }
   if (out.empty()) return unusable("the OpenCL platforms report no devices");
   return out;
+}
+
+size_t local_size(const ClDevice& dev, cl_kernel kernel) {
+  size_t wg = 1;
+  cl_check(
+      clGetKernelWorkGroupInfo(kernel, dev.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, nullptr),
+      "clGetKernelWorkGroupInfo");
+  size_t limit = std::max<size_t>(1, std::min({wg, dev.max_work_group, size_t{256}})), p = 1;
+  while (p * 2 <= limit) p *= 2;
+  return p;
 }
 
 }  // namespace kiln::opencl

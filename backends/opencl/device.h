@@ -49,4 +49,9 @@ struct ClDevice {
 // All devices; when there is none (no ICD, no platform) one unavailable entry saying why.
 std::vector<std::unique_ptr<ClDevice>> discover();
 
+// The work-group size Kiln launches `kernel` with on `dev`: the largest power of two within the
+// kernel's limit, the device's and 256 (which bounds the __local arrays of a reduction, 256 * 20
+// bytes).
+size_t local_size(const ClDevice& dev, cl_kernel kernel);
+
 }  // namespace kiln::opencl

@@ -54,12 +54,6 @@ __kernel void kiln_gather(__global const T* a, __global const long* idx, __globa
 )";
 }
 
-size_t pow2_floor(size_t x) {
-  size_t p = 1;
-  while (p * 2 <= x) p *= 2;
-  return p;
-}
-
 GatherKernel& kernel_for(ClDevice& dev, size_t element_bytes) {
   struct Cache {
     std::mutex mu;
@@ -74,11 +68,7 @@ GatherKernel& kernel_for(ClDevice& dev, size_t element_bytes) {
     cl_int err = CL_SUCCESS;
     k->kernel = clCreateKernel(k->program, "kiln_gather", &err);
     cl_check(err, "clCreateKernel (gather)");
-    size_t wg = 1;
-    cl_check(clGetKernelWorkGroupInfo(k->kernel, dev.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg,
-                                      nullptr),
-             "clGetKernelWorkGroupInfo (gather)");
-    k->local = pow2_floor(std::max<size_t>(1, std::min({wg, dev.max_work_group, size_t{256}})));
+    k->local = local_size(dev, k->kernel);
     slot = std::move(k);
   }
   return *slot;

@@ -143,23 +143,12 @@ struct ClKernel : CompiledKernel {
   }
 };
 
-size_t pow2_floor(size_t x) {
-  size_t p = 1;
-  while (p * 2 <= x) p *= 2;
-  return p;
-}
-
 std::unique_ptr<Entry> make_entry(const ClDevice& dev, cl_program p, const char* name) {
   auto e = std::make_unique<Entry>();
   cl_int err = CL_SUCCESS;
   e->kernel = clCreateKernel(p, name, &err);
   cl_check(err, "clCreateKernel");
-  size_t wg = 1;
-  cl_check(clGetKernelWorkGroupInfo(e->kernel, dev.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg,
-                                    nullptr),
-           "clGetKernelWorkGroupInfo");
-  // 256 bounds the __local arrays of a reduction (256 * 20 bytes); devices limit the rest.
-  e->local = pow2_floor(std::max<size_t>(1, std::min({wg, dev.max_work_group, size_t{256}})));
+  e->local = local_size(dev, e->kernel);
   return e;
 }
 
