@@ -17,6 +17,7 @@
 #include "backends/cpu/jit.h"
 #include "backends/extension.h"
 #include "graph/array_node.h"
+#include "graph/env.h"
 #include "kiln.h"
 #include "test_util.h"
 
@@ -196,6 +197,26 @@ TEST(KernelCache, ConcurrentRequestsBuildOnce) {
   AffineRun run;
   for (int t = 0; t < 4; ++t)
     for (int i = 0; i < 6; ++i) run.expect(*got[t * 6 + i], a_of(i), -7.0f);
+}
+
+// Sizes and counts from the environment (graph/env.h; the pools' KILN_*_POOL_BYTES): digits
+// alone, else kiln::Error naming the variable and its value.
+TEST(Environment, CountsAreDigitsOrRaise) {
+  const char* name = "KILN_TEST_ENV_COUNT";
+  unsetenv(name);
+  EXPECT_FALSE(env_count(name, "a test count").has_value());
+  setenv(name, "", 1);
+  EXPECT_FALSE(env_count(name, "a test count").has_value());
+  setenv(name, "0", 1);
+  EXPECT_EQ(env_count(name, "a test count"), 0u);
+  setenv(name, "536870912", 1);
+  EXPECT_EQ(env_count(name, "a test count"), 536870912u);
+  for (const char* bad : {"lots", "-1", "1e9", "512M", " 5", "5 ", "1234567890123456789"}) {
+    setenv(name, bad, 1);
+    test::expect_error([&] { env_count(name, "a test count"); },
+                       {std::string(name) + "='" + bad + "'", "a test count", "whole number"});
+  }
+  unsetenv(name);
 }
 
 TEST(KernelCache, BadBudgetInTheEnvironmentRaises) {

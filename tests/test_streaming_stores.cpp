@@ -166,7 +166,8 @@ TEST(StreamingStores, LineIsTheLastLevelCacheAndTheHostDecides) {
   }
   {
     EnvScope line("KILN_NONTEMPORAL_BYTES", "lots");
-    test::expect_error([&] { cpu::streams_output(k); }, {"KILN_NONTEMPORAL_BYTES=lots", ">= 0"});
+    test::expect_error([&] { cpu::streams_output(k); },
+                       {"KILN_NONTEMPORAL_BYTES='lots'", "whole number"});
   }
   {
     EnvScope line("KILN_NONTEMPORAL_BYTES", "0"), pays("KILN_ROW_STORES", "always");

@@ -6,8 +6,10 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
+#include "graph/env.h"
 #include "graph/error.h"
 #include "graph/immortal.h"
 
@@ -75,9 +77,9 @@ class PooledBuffer : public Buffer {
 std::shared_ptr<BufferPool> BufferPool::instance() {
   // Keep up to 4 GiB of free blocks unless KILN_CPU_POOL_BYTES says otherwise.
   static Immortal<std::shared_ptr<BufferPool>> pool([] {
-    size_t max = size_t{4} << 30;
-    if (const char* e = std::getenv("KILN_CPU_POOL_BYTES")) max = std::strtoull(e, nullptr, 10);
-    return std::make_shared<BufferPool>(max);
+    std::optional<uint64_t> max =
+        env_count("KILN_CPU_POOL_BYTES", "the bytes of free cpu buffers kept for reuse");
+    return std::make_shared<BufferPool>(max ? *max : size_t{4} << 30);
   }());
   return pool.get();
 }

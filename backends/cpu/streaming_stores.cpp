@@ -14,11 +14,13 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backends/cpu/jit.h"
 #include "backends/cpu/row_walk.h"
 #include "backends/cpu/tune.h"
+#include "graph/env.h"
 #include "graph/error.h"
 #include "graph/immortal.h"
 
@@ -89,16 +91,11 @@ int64_t last_level_cache_bytes() {
 }
 
 int64_t streaming_min_bytes() {
-  const char* e = std::getenv("KILN_NONTEMPORAL_BYTES");
-  if (!e || !*e) {
-    int64_t llc = last_level_cache_bytes();
-    return llc > 0 ? llc : -1;
-  }
-  char* end = nullptr;
-  long long v = std::strtoll(e, &end, 10);
-  if (*end || v < 0)
-    throw_error("KILN_NONTEMPORAL_BYTES=", e, " is not a byte count; give a whole number >= 0");
-  return v;
+  if (std::optional<uint64_t> v = env_count(
+          "KILN_NONTEMPORAL_BYTES", "the output bytes past which row kernels' stores may stream"))
+    return static_cast<int64_t>(*v);
+  int64_t llc = last_level_cache_bytes();
+  return llc > 0 ? llc : -1;
 }
 
 std::vector<int> streamable_buffers(const Kernel& k) {

@@ -7,6 +7,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "backends/canonical.h"
@@ -20,6 +21,7 @@
 #include "backends/opencl/matmul.h"
 #include "backends/opencl/memory.h"
 #include "backends/opencl/program_cache.h"
+#include "graph/env.h"
 #include "graph/error.h"
 #include "graph/immortal.h"
 
@@ -390,7 +392,9 @@ class ClQueue : public Queue {
 // cpu backend), a quarter of its memory on a GPU: there a 1 GiB buffer that is not kept costs a
 // driver allocation at every call that needs one.
 size_t pool_limit(const ClDevice& d) {
-  if (const char* e = std::getenv("KILN_OPENCL_POOL_BYTES")) return std::strtoull(e, nullptr, 10);
+  if (std::optional<uint64_t> v =
+          env_count("KILN_OPENCL_POOL_BYTES", "the bytes of freed device buffers kept for reuse"))
+    return *v;
   const size_t floor = size_t{512} << 20;
   return d.cpu ? floor : std::max<size_t>(floor, d.memory / 4);
 }

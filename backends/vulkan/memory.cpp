@@ -6,7 +6,9 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 
+#include "graph/env.h"
 #include "graph/error.h"
 
 namespace kiln::vulkan {
@@ -77,13 +79,17 @@ constexpr size_t kMaxKept = 512;
 // the device-local memory on a GPU, where a 1 GiB buffer that is not kept costs an allocation
 // at every call that needs one; KILN_VULKAN_POOL_BYTES sets it.
 size_t budget(const Context& ctx) {
-  if (const char* e = std::getenv("KILN_VULKAN_POOL_BYTES")) return std::strtoull(e, nullptr, 10);
+  if (std::optional<uint64_t> v =
+          env_count("KILN_VULKAN_POOL_BYTES", "the bytes of freed device buffers kept for reuse"))
+    return *v;
   const size_t floor = size_t{512} << 20;
   if (ctx.info().cpu) return floor;
   return std::max<size_t>(floor, ctx.info().device_local_bytes / 4);
 }
 
 struct Pool {
+  explicit Pool(size_t limit) : limit(limit) {}
+  const size_t limit;  // budget(), read once: the first buffer taken raises for a bad setting
   std::mutex mu;
   std::deque<std::unique_ptr<Allocation>> kept;  // oldest first
   size_t bytes = 0;
@@ -94,7 +100,7 @@ Pool& pool_of(const Context* ctx) {
   static auto& pools = *new std::map<const Context*, std::unique_ptr<Pool>>;
   std::lock_guard<std::mutex> lock(mu);
   auto& p = pools[ctx];
-  if (!p) p = std::make_unique<Pool>();
+  if (!p) p = std::make_unique<Pool>(budget(*ctx));
   return *p;
 }
 
@@ -135,9 +141,9 @@ std::unique_ptr<Allocation> take_buffer(const std::shared_ptr<Context>& ctx, siz
 
 void give_back_buffer(std::unique_ptr<Allocation> a) {
   if (!a) return;
-  const size_t limit = budget(*a->ctx);
-  if (a->capacity > limit) return;
   Pool& p = pool_of(a->ctx.get());
+  const size_t limit = p.limit;
+  if (a->capacity > limit) return;
   std::deque<std::unique_ptr<Allocation>> evicted;  // freed outside the lock
   std::lock_guard<std::mutex> lock(p.mu);
   while (!p.kept.empty() && (p.bytes + a->capacity > limit || p.kept.size() >= kMaxKept)) {
