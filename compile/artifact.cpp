@@ -12,6 +12,7 @@
 #include "distributed/group.h"
 #include "graph/array_node.h"
 #include "graph/error.h"
+#include "graph/hash.h"
 #include "graph/ops.h"
 
 namespace kiln {
@@ -20,18 +21,6 @@ namespace {
 
 constexpr std::string_view kVersionLine = "kiln artifact 1";
 constexpr int64_t kMaxElements = int64_t(1) << 40;
-
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
-
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 template <typename T>
 std::string paren_list(const std::vector<T>& v) {

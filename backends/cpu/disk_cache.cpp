@@ -19,6 +19,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "graph/hash.h"
+
 namespace kiln::cpu {
 
 namespace {
@@ -42,19 +44,7 @@ struct Queued {
   std::string kernel;
 };
 
-std::string hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 }  // namespace
-
-uint64_t fnv1a(const void* data, size_t n, uint64_t h) {
-  auto* c = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 0x100000001b3ULL;
-  return h;
-}
 
 // Entries waiting to be written, by path (the folder is read when an entry is queued), and the
 // thread writing them.
@@ -174,7 +164,7 @@ std::string DiskCache::directory() {
 std::string DiskCache::path_for(uint64_t kernel_hash) const {
   std::string dir = directory();
   if (dir.empty()) return "";  // refused: no disk cache
-  return dir + "/" + hex(kernel_hash) + "-" + hex(env_hash_) + ".kobj";
+  return dir + "/" + hex64(kernel_hash) + "-" + hex64(env_hash_) + ".kobj";
 }
 
 DiskCache::Lookup DiskCache::load(uint64_t kernel_hash, const std::string& kernel) const {

@@ -57,6 +57,4 @@ class DiskCache {
   std::unique_ptr<Writer> writer_;
 };
 
-uint64_t fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ULL);
-
 }  // namespace kiln::cpu

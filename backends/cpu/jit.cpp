@@ -32,6 +32,7 @@
 #include "backends/cpu/disk_cache.h"
 #include "backends/cpu/streaming_stores.h"
 #include "graph/error.h"
+#include "graph/hash.h"
 
 namespace kiln::cpu {
 
@@ -52,12 +53,6 @@ T check(llvm::Expected<T> v, const char* what) {
 
 void check(llvm::Error e, const char* what) {
   if (e) throw_error("cpu backend: ", what, ": ", error_text(std::move(e)));
-}
-
-std::string hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -241,7 +236,7 @@ struct Jit::Impl : std::enable_shared_from_this<Impl> {
   // Loads `key` from disk or compiles it; counts what happened in `stats` (under the lock).
   JitCodePtr build(const Kernel& k, const CodegenOptions& options, uint64_t key,
                    const std::string& text) {
-    std::string symbol = "kiln_k" + hex(key);
+    std::string symbol = "kiln_k" + hex64(key);
     auto t0 = Clock::now();
     DiskCache::Lookup hit = disk->load(key, text);
     add_time(&JitStats::disk_ms, ms_since(t0));

@@ -22,6 +22,7 @@
 #include "backends/cpu/tune.h"
 #include "graph/env.h"
 #include "graph/error.h"
+#include "graph/hash.h"
 #include "graph/immortal.h"
 
 namespace kiln::cpu {
@@ -197,12 +198,6 @@ std::vector<TuneCandidate> walk_candidates(const Kernel& k) {
   return out;
 }
 
-std::string hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 Tuner& row_stores_tuner() {
   static Immortal<Tuner> t("row_stores",
                            host_cpu_model() + "|llc " + std::to_string(last_level_cache_bytes()) +
@@ -214,7 +209,7 @@ Tuner& row_stores_tuner() {
 }  // namespace
 
 bool streaming_pays(const Kernel& k) {
-  return row_stores_tuner().choose("rows/" + hex(k.hash()), {"ordinary", "streaming"},
+  return row_stores_tuner().choose("rows/" + hex64(k.hash()), {"ordinary", "streaming"},
                                    [&] { return walk_candidates(k); }) == "streaming";
 }
 

@@ -16,6 +16,7 @@
 
 #include "backends/cpu/disk_cache.h"
 #include "graph/error.h"
+#include "graph/hash.h"
 
 namespace kiln::cpu {
 
@@ -28,12 +29,6 @@ using Clock = std::chrono::steady_clock;
 constexpr double kBudgetSeconds = 0.02;
 
 constexpr char kFormat[] = "kiln-tune 1";
-
-std::string hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 std::string joined(const std::vector<std::string>& ids) {
   std::string s;
@@ -58,7 +53,7 @@ std::string entry_line(const TuneResult& r) {
     s << " " << id << "=" << buf;
   }
   std::string body = s.str();
-  return body + " #" + hex(fnv1a(body.data(), body.size()));
+  return body + " #" + hex64(fnv1a(body.data(), body.size()));
 }
 
 // The entry a line holds, or false when it does not verify (truncated, edited, garbage).
@@ -66,7 +61,7 @@ bool parse_entry(const std::string& line, TuneResult& r) {
   size_t hash = line.rfind(" #");
   if (hash == std::string::npos) return false;
   std::string body = line.substr(0, hash);
-  if (line.substr(hash + 2) != hex(fnv1a(body.data(), body.size()))) return false;
+  if (line.substr(hash + 2) != hex64(fnv1a(body.data(), body.size()))) return false;
   std::istringstream in(body);
   if (!(in >> r.key >> r.winner)) return false;
   bool winner_listed = false;
@@ -174,7 +169,7 @@ Tuner::Tuner(std::string family, std::string host, std::string force_env)
 std::string Tuner::path() const {
   std::string dir = DiskCache::directory();
   if (dir.empty()) return "";
-  return dir + "/tune-" + family_ + "-" + hex(fnv1a(host_.data(), host_.size())) + ".txt";
+  return dir + "/tune-" + family_ + "-" + hex64(fnv1a(host_.data(), host_.size())) + ".txt";
 }
 
 const TuneResult* Tuner::find_locked(const std::string& key,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph/error.h"
+#include "graph/hash.h"
 #include "graph/log.h"
 
 namespace kiln::opencl {
@@ -18,15 +19,6 @@ namespace kiln::opencl {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'C', 'L', '0', '1'};
-
-uint64_t fnv(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ULL) {
-  auto* c = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 0x100000001b3ULL;
-  return h;
-}
-uint64_t fnv(const std::string& s, uint64_t h = 0xcbf29ce484222325ULL) {
-  return fnv(s.data(), s.size(), h);
-}
 
 // The folder exists (created 0700 if missing), is ours and nobody else may write to it.
 bool safe_folder(const std::string& dir) {
@@ -69,14 +61,14 @@ std::vector<unsigned char> read_entry(const std::string& path, const Header& wan
   std::vector<unsigned char> bin(h.payload_bytes);
   if (!in.read(reinterpret_cast<char*>(bin.data()), static_cast<std::streamsize>(bin.size())))
     return {};
-  if (fnv(bin.data(), bin.size()) != h.checksum) return {};
+  if (fnv1a(bin.data(), bin.size()) != h.checksum) return {};
   return bin;
 }
 
 void write_entry(const std::string& path, Header h, const std::vector<unsigned char>& bin) {
   std::memcpy(h.magic, kMagic, 8);
   h.payload_bytes = bin.size();
-  h.checksum = fnv(bin.data(), bin.size());
+  h.checksum = fnv1a(bin.data(), bin.size());
   std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "_" +
                     std::to_string(reinterpret_cast<uintptr_t>(&h));
   {
@@ -104,8 +96,8 @@ std::vector<unsigned char> program_binary(const ClDevice& dev, cl_program p) {
 
 Header key_of(const ClDevice& dev, const std::string& source) {
   Header h{};
-  h.source_hash = fnv(source);
-  h.identity_hash = fnv(dev.identity());
+  h.source_hash = fnv1a(source);
+  h.identity_hash = fnv1a(dev.identity());
   return h;
 }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "backends/vulkan/glsl_compiler.h"
+#include "graph/hash.h"
 
 namespace kiln::vulkan {
 
@@ -21,26 +22,14 @@ constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'V', 'K', '0', '1'};
 
 std::atomic<int64_t> g_hits{0}, g_misses{0}, g_rejected{0};
 
-uint64_t fnv(const void* p, size_t n, uint64_t h = 0xcbf29ce484222325ULL) {
-  auto* c = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 0x100000001b3ULL;
-  return h;
-}
-
-std::string hex(uint64_t v) {
-  char b[20];
-  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 // File layout: magic, u64 payload size, u64 checksum of the payload, payload.
 bool write_file(const std::string& path, const std::string& payload) {
   std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "-" +
-                    std::to_string(fnv(&payload, sizeof payload));
+                    std::to_string(fnv1a(&payload, sizeof payload));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return false;
-    uint64_t size = payload.size(), sum = fnv(payload.data(), payload.size());
+    uint64_t size = payload.size(), sum = fnv1a(payload.data(), payload.size());
     out.write(kMagic, sizeof kMagic);
     out.write(reinterpret_cast<const char*>(&size), 8);
     out.write(reinterpret_cast<const char*>(&sum), 8);
@@ -64,7 +53,7 @@ Read read_file(const std::string& path, std::string& payload) {
   payload.resize(size);
   in.read(payload.data(), static_cast<std::streamsize>(size));
   if (!in || static_cast<uint64_t>(in.gcount()) != size) return Read::Corrupt;
-  if (fnv(payload.data(), payload.size()) != sum) return Read::Corrupt;
+  if (fnv1a(payload.data(), payload.size()) != sum) return Read::Corrupt;
   return Read::Ok;
 }
 
@@ -91,7 +80,7 @@ SpirvCacheStats spirv_cache_stats() { return {g_hits.load(), g_misses.load(), g_
 std::string spirv_path(uint64_t kernel_hash, const std::string& glsl) {
   std::string dir = cache_directory();
   if (dir.empty()) return "";
-  return dir + "/" + hex(kernel_hash) + "-" + hex(fnv(glsl.data(), glsl.size())) + ".spv";
+  return dir + "/" + hex64(kernel_hash) + "-" + hex64(fnv1a(glsl.data(), glsl.size())) + ".spv";
 }
 
 std::vector<uint32_t> cached_spirv(uint64_t kernel_hash, const std::string& glsl,
