@@ -286,8 +286,7 @@ class ClQueue : public Queue {
     } else {
       ev = l.run(*k.reduce, static_cast<size_t>(std::min<int64_t>(nout, 1 << 16)), {}, true);
     }
-    clFlush(q_);
-    return std::make_shared<ClEvent>(ev, "kernel " + k.ir.name, std::move(keep), !dev_.cpu);
+    return submitted(ev, "kernel " + k.ir.name, std::move(keep));
   }
 
   EventPtr enqueue_copy(Buffer& src, Buffer& dst, size_t bytes) override {
@@ -315,8 +314,7 @@ class ClQueue : public Queue {
       dst.write(staging->data(), 0, bytes);
       return nullptr;
     }
-    clFlush(q_);
-    return std::make_shared<ClEvent>(ev, "copy", std::vector<std::shared_ptr<void>>{}, !dev_.cpu);
+    return submitted(ev, "copy", {});
   }
 
   // Gathers have a kernel of their own (gather.h); the other primitives none yet: Kernel IR
@@ -325,16 +323,13 @@ class ClQueue : public Queue {
     if (a.op != Op::Gather) return enqueue_native_as_kernels(backend_, device_, *this, a);
     cl_event ev = opencl::enqueue_gather(dev_, q_, a);
     if (!ev) return nullptr;
-    clFlush(q_);
-    return std::make_shared<ClEvent>(ev, native_name(a), std::vector<std::shared_ptr<void>>{},
-                                     !dev_.cpu);
+    return submitted(ev, native_name(a), {});
   }
   EventPtr enqueue_matmul(const MatmulArgs& a) override {
     std::vector<std::shared_ptr<void>> keep;
     cl_event ev = opencl::enqueue_matmul(dev_, *pool_, q_, a, keep);
     if (!ev) return nullptr;
-    clFlush(q_);
-    return std::make_shared<ClEvent>(ev, "matmul", std::move(keep), !dev_.cpu);
+    return submitted(ev, "matmul", std::move(keep));
   }
 
   void finish() override { cl_check(clFinish(q_), "clFinish"); }
@@ -364,6 +359,13 @@ class ClQueue : public Queue {
   }
 
  private:
+  // Work just enqueued: flushed (so the device starts it without waiting for more) and its
+  // event, completed by polling on a GPU (completion_poller.h) or by the driver's callback.
+  EventPtr submitted(cl_event ev, std::string what, std::vector<std::shared_ptr<void>> keep) {
+    clFlush(q_);
+    return std::make_shared<ClEvent>(ev, std::move(what), std::move(keep), !dev_.cpu);
+  }
+
   // The split scheme: `part` reduces contiguous chunks into partials, `final` combines them.
   cl_event split(const ClKernel& k, const Launcher& l, int64_t nred,
                  std::vector<std::shared_ptr<void>>& keep) {
