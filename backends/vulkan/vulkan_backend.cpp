@@ -188,6 +188,8 @@ Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const st
   f.keep_nan32 = info.keep_nan32, f.keep_denorm32 = info.keep_denorm32;
   f.keep_nan64 = info.keep_nan64, f.keep_denorm64 = info.keep_denorm64;
   f.divide_in_double = info.float64 && !info.cpu;
+  if (const char* d = std::getenv("KILN_VULKAN_DIVIDE_IN_DOUBLE"); d && *d)  // tests: GPU form
+    f.divide_in_double = info.float64 && std::strcmp(d, "0") != 0;
   if (const char* pc = std::getenv("KILN_VULKAN_PUSH_CONSTANTS"); pc && *pc)  // tests: both forms
     f.push_bytes = std::strcmp(pc, "0") != 0 ? f.push_bytes : 0;
   st.shader = vulkan::generate_glsl(k, f);
