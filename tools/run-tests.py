@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Runs Kiln's ctest suite the way `make test` and `make test-long` do, then prints the ten
-slowest tests (so a developer sees where the minutes go) and the wall time.
+"""Runs Kiln's ctest suite the way `make test` and `make test-long` do, then prints the end of
+each failed test's output again (ctest's is far above the end of a long log, and CI keeps only
+the end), the ten slowest tests (so a developer sees where the minutes go) and the wall time.
 
   tools/run-tests.py BUILD [--long] [--jobs N] [-- extra ctest arguments]
 
@@ -19,6 +20,9 @@ import time
 
 # "  12/311 Test  #40: FusionRandom.CompiledOnCpuMatchesReference ....   Passed   12.34 sec"
 RESULT = re.compile(r"^\s*\d+/\d+ Test\s+#\d+: (\S+) \.+\**\s*(.+?)\s+([\d.]+) sec\s*$")
+# A test's output ends at the next "Start" line or ctest's closing "97% tests passed, ...".
+OUTPUT_END = re.compile(r"^(\s*Start\s+\d+: |\d+% tests passed)")
+FAILED_TAIL_LINES = 40
 
 
 def main(argv):
@@ -27,8 +31,12 @@ def main(argv):
     ap.add_argument("--long", action="store_true", help="every sweep in full, and the long tests")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--timeout", type=int, default=1800)
-    ap.add_argument("extra", nargs="*", help="more ctest arguments (after --)")
-    args = ap.parse_args(argv[1:])
+    # argparse gives an empty `nargs="*"` positional nothing after "--", so split there.
+    ours, extra = argv[1:], []
+    if "--" in ours:
+        cut = ours.index("--")
+        ours, extra = ours[:cut], ours[cut + 1:]
+    args = ap.parse_args(ours)
 
     env = dict(os.environ)
     cmd = ["ctest", "--output-on-failure", "-j", str(args.jobs), "--timeout", str(args.timeout)]
@@ -38,10 +46,12 @@ def main(argv):
     else:
         env.pop("KILN_TEST_LONG", None)
         cmd += ["-LE", "long"]
-    cmd += args.extra
+    cmd += extra
 
     start = time.monotonic()
     times = []
+    failures = []  # (name, status, lines of its output)
+    capturing = None
     proc = subprocess.Popen(cmd, cwd=args.build, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1)
     for line in proc.stdout:
@@ -49,8 +59,20 @@ def main(argv):
         m = RESULT.match(line)
         if m:
             times.append((float(m.group(3)), m.group(1), m.group(2)))
+            capturing = None
+            if m.group(2) not in ("Passed", "Skipped"):
+                capturing = (m.group(1), m.group(2), [])
+                failures.append(capturing)
+        elif OUTPUT_END.match(line):
+            capturing = None
+        elif capturing is not None:
+            capturing[2].append(line)
     rc = proc.wait()
     wall = time.monotonic() - start
+
+    for name, status, lines in failures:
+        print("\n=== %s (%s): the last %d lines of its output" % (name, status, FAILED_TAIL_LINES))
+        sys.stdout.write("".join(lines[-FAILED_TAIL_LINES:]))
 
     times.sort(reverse=True)
     if times:
