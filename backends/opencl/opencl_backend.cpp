@@ -21,6 +21,7 @@
 #include "backends/opencl/matmul.h"
 #include "backends/opencl/memory.h"
 #include "backends/opencl/program_cache.h"
+#include "backends/opencl/scatter.h"
 #include "graph/env.h"
 #include "graph/error.h"
 #include "graph/immortal.h"
@@ -317,13 +318,20 @@ class ClQueue : public Queue {
     return submitted(ev, "copy", {});
   }
 
-  // Gathers have a kernel of their own (gather.h); the other primitives none yet: Kernel IR
-  // reductions (backends/native_kernels.h).
+  // Gathers and scatter_add have kernels of their own (gather.h, scatter.h); the other
+  // primitives none yet: Kernel IR reductions (backends/native_kernels.h).
   EventPtr enqueue_native(const NativeArgs& a) override {
+    if (a.op == Op::ScatterAdd && opencl::has_scatter_add_kernel(dev_, a.dtype)) return scatter(a);
     if (a.op != Op::Gather) return enqueue_native_as_kernels(backend_, device_, *this, a);
     cl_event ev = opencl::enqueue_gather(dev_, q_, a);
     if (!ev) return nullptr;
     return submitted(ev, native_name(a), {});
+  }
+  EventPtr scatter(const NativeArgs& a) {
+    std::vector<std::shared_ptr<void>> keep;
+    cl_event ev = opencl::enqueue_scatter_add(dev_, *pool_, q_, a, keep);
+    if (!ev) return nullptr;
+    return submitted(ev, native_name(a), std::move(keep));
   }
   EventPtr enqueue_matmul(const MatmulArgs& a) override {
     std::vector<std::shared_ptr<void>> keep;

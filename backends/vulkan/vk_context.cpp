@@ -154,6 +154,7 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
   info.driver = std::string(driver.driverName) + " " + driver.driverInfo;
   info.float64 = feats.features.shaderFloat64;
   info.int64 = feats.features.shaderInt64;
+  info.int64_atomics = info.int64 && f12.shaderBufferInt64Atomics;
   info.device_address = f12.bufferDeviceAddress;
   if (api >= VK_API_VERSION_1_2) {
     info.keep_nan32 = floats.shaderSignedZeroInfNanPreserveFloat32;
@@ -256,6 +257,7 @@ Context::Context(int index) : index_(index), info_(physical_devices().at(index))
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   f12.timelineSemaphore = VK_TRUE;
   f12.bufferDeviceAddress = info_.device_address;
+  f12.shaderBufferInt64Atomics = info_.int64_atomics;
   VkPhysicalDeviceFeatures2 feats{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   feats.pNext = &f12;
   feats.features.shaderFloat64 = info_.float64;

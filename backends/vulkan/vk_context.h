@@ -27,6 +27,8 @@ struct PhysicalInfo {
   bool usable = false;
   std::string reason;
   bool float64 = false, int64 = false;
+  // shaderBufferInt64Atomics (Vulkan 1.2): 64-bit atomics on storage buffers (scatter_add).
+  bool int64_atomics = false;
   // bufferDeviceAddress (Vulkan 1.2): kernels reach buffers beyond max_storage_range through
   // 64-bit addresses instead of descriptors.
   bool device_address = false;

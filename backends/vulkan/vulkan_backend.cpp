@@ -23,6 +23,7 @@
 #include "backends/vulkan/host_signal.h"
 #include "backends/vulkan/matmul_shader.h"
 #include "backends/vulkan/memory.h"
+#include "backends/vulkan/scatter_shader.h"
 #include "backends/vulkan/vk_context.h"
 #include "graph/error.h"
 #include "graph/immortal.h"
@@ -302,6 +303,29 @@ const GatherPipeline& gather_pipeline(const std::shared_ptr<Context>& ctx, size_
   return *p;
 }
 
+// A scatter_add pass's pipeline of (device, dtype, pass, form), kept as gathers' are.
+const GatherPipeline& scatter_pipeline(const std::shared_ptr<Context>& ctx, Dtype d,
+                                       vulkan::ScatterPass pass, bool by_address) {
+  struct Cache {
+    std::mutex mu;
+    std::map<std::tuple<const Context*, int, int, bool>, std::shared_ptr<GatherPipeline>> pipelines;
+  };
+  static Immortal<Cache> cache;
+  std::lock_guard<std::mutex> lock(cache->mu);
+  auto& p =
+      cache->pipelines[{ctx.get(), static_cast<int>(d.kind), static_cast<int>(pass), by_address}];
+  if (!p) {
+    auto sp = std::make_shared<GatherPipeline>();
+    std::vector<uint32_t> spirv =
+        vulkan::compile_glsl(vulkan::scatter_glsl(d, pass, by_address), "scatter_add");
+    uint32_t bindings = by_address ? 0 : static_cast<uint32_t>(vulkan::scatter_bindings(pass));
+    sp->pipe = std::make_unique<Pipeline>(ctx, spirv, bindings,
+                                          static_cast<uint32_t>(sizeof(vulkan::ScatterPush)));
+    p = sp;
+  }
+  return *p;
+}
+
 // The live state of one lane: a command pool and the timeline semaphore that orders its
 // submissions. Shared with the completion thread's clean-ups, which free command buffers.
 struct LaneState {
@@ -450,10 +474,11 @@ class VulkanQueue : public Queue {
     return nullptr;
   }
 
-  // Gathers have a shader of their own (gather_shader.h); the other primitives none yet:
-  // Kernel IR reductions (backends/native_kernels.h).
+  // Gathers and scatter_add have shaders of their own (gather_shader.h, scatter_shader.h); the
+  // other primitives none yet: Kernel IR reductions (backends/native_kernels.h).
   EventPtr enqueue_native(const NativeArgs& a) override {
     if (a.op == Op::Gather) return enqueue_gather(a);
+    if (a.op == Op::ScatterAdd && has_scatter_add_shader(a.dtype)) return enqueue_scatter_add(a);
     return enqueue_native_as_kernels(backend_, device_, *this, a);
   }
   EventPtr enqueue_matmul(const MatmulArgs& a) override {
@@ -638,10 +663,104 @@ class VulkanQueue : public Queue {
     });
   }
 
+  // 64-bit types need shaderBufferInt64Atomics, float64 also shaderFloat64; without them
+  // scatter_add runs as Kernel IR reductions (correct, O(n m)).
+  bool has_scatter_add_shader(Dtype d) const {
+    const vulkan::PhysicalInfo& info = ctx_->info();
+    if (d.size() < 8) return true;
+    return info.int64_atomics && (d != float64 || info.float64);
+  }
+
+  // scatter_add (scatter_shader.h): the base copied to the output, or widened into a 32-bit
+  // temporary; the updates added into it; the temporary rounded into the output. One command
+  // buffer, its passes between barriers.
+  EventPtr enqueue_scatter_add(const NativeArgs& a) {
+    std::vector<size_t> bytes;
+    for (Buffer* b : a.buffers) bytes.push_back(b ? b->bytes() : 0);
+    check_native_args(a, bytes);
+    const int64_t total = a.out_elements(), updates = a.outer * a.m * a.inner;
+    if (total == 0) return nullptr;
+    std::string what = native_name(a);
+    VulkanBuffer *base = own(a.buffers[0], what), *ix = own(a.buffers[1], what),
+                 *up = own(a.buffers[2], what), *out = own(a.buffers[3], what);
+    const bool wide = vulkan::scatter_add_is_wide(a.dtype);
+    std::shared_ptr<Buffer> tmp;
+    VulkanBuffer* acc = out;
+    if (wide) {
+      tmp = backend_.allocate(device_, static_cast<size_t>(total) * 4);
+      acc = own(tmp.get(), what);
+    }
+    bool by_address = false;
+    for (VulkanBuffer* b : {base, ix, up, out, acc})
+      by_address = beyond_binding_range(*b, what) || by_address;
+    // The passes, each with its buffers in binding order and the positions it steps over.
+    struct Pass {
+      vulkan::ScatterPass kind;
+      std::vector<VulkanBuffer*> bufs;
+      int64_t words;
+    };
+    std::vector<Pass> passes;
+    int64_t per_word = vulkan::gather_elements_per_word(a.dtype.size());
+    if (wide) passes.push_back({vulkan::ScatterPass::Widen, {base, acc}, total});
+    if (updates > 0) passes.push_back({vulkan::ScatterPass::Add, {ix, up, acc}, updates});
+    if (wide)
+      passes.push_back(
+          {vulkan::ScatterPass::Narrow, {acc, out}, (total + per_word - 1) / per_word});
+    auto res = std::make_shared<LaunchResources>(lane_);
+    std::vector<const Pipeline*> pipes;
+    std::vector<vulkan::ScatterPush> pushes;
+    std::vector<std::array<uint32_t, 3>> grids;
+    for (const Pass& p : passes) {
+      const GatherPipeline& sp = scatter_pipeline(ctx_, a.dtype, p.kind, by_address);
+      vulkan::ScatterPush push;
+      push.outer = static_cast<uint32_t>(a.outer), push.n = static_cast<uint32_t>(a.n);
+      push.inner = static_cast<uint32_t>(a.inner), push.m = static_cast<uint32_t>(a.m);
+      push.count = static_cast<uint32_t>(p.kind == vulkan::ScatterPass::Add ? updates : total);
+      push.words = static_cast<uint32_t>(p.words);
+      push.shared_index = a.shared_index ? 1 : 0;
+      if (by_address) {
+        for (size_t i = 0; i < p.bufs.size(); ++i) push.address[i] = p.bufs[i]->address();
+        res->sets.push_back(nullptr);
+      } else {
+        std::vector<VkBuffer> bound;
+        std::vector<uint64_t> ids;
+        for (VulkanBuffer* b : p.bufs) bound.push_back(b->handle()), ids.push_back(b->id());
+        res->sets.push_back(sp.sets->get(ctx_, sp.pipe->set_layout, bound, ids));
+      }
+      std::array<uint32_t, 3> g;
+      gather_grid(p.words, g.data(), "scatter_add");
+      pipes.push_back(sp.pipe.get());
+      pushes.push_back(push);
+      grids.push_back(g);
+    }
+    const bool copy = !wide && base != out;
+    EventPtr ev = submit(res, [&](VkCommandBuffer cb) {
+      if (copy) {
+        VkBufferCopy region{0, 0, static_cast<VkDeviceSize>(total) * a.dtype.size()};
+        vkCmdCopyBuffer(cb, base->handle(), out->handle(), 1, &region);
+      }
+      for (size_t i = 0; i < passes.size(); ++i) {
+        if (i > 0 || copy) full_barrier(cb);  // each pass reads what the one before wrote
+        const Pipeline& pipe = *pipes[i];
+        vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.pipeline);
+        if (res->sets[i]) {
+          VkDescriptorSet set = res->sets[i]->handle();
+          vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 1, &set, 0,
+                                  nullptr);
+        }
+        vkCmdPushConstants(cb, pipe.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                           sizeof(vulkan::ScatterPush), &pushes[i]);
+        vkCmdDispatch(cb, grids[i][0], grids[i][1], grids[i][2]);
+      }
+    });
+    if (ev && tmp) ev->on_complete([tmp](std::exception_ptr) {});  // the temporary lives until then
+    return ev;
+  }
+
   // The gather's grid: one workgroup per kGatherLanes words (a CPU device at most max_groups_,
   // as element-wise kernels), folded into 2-D past the per-dimension limit; the shader loops
   // over the words past it.
-  void gather_grid(int64_t words, uint32_t g[3]) const {
+  void gather_grid(int64_t words, uint32_t g[3], const char* what = "gather") const {
     int64_t needed = (words + vulkan::kGatherLanes - 1) / vulkan::kGatherLanes;
     int64_t total = max_groups_ > 0 ? std::min<int64_t>(needed, max_groups_) : needed;
     const uint32_t* lim = ctx_->info().max_groups;
@@ -649,7 +768,7 @@ class VulkanQueue : public Queue {
     int64_t gy = std::min<int64_t>((total + gx - 1) / gx, lim[1]);
     int64_t steps = (needed + gx * gy - 1) / (gx * gy);
     if (int64_t limit = ctx_->info().loop_limit; limit && steps > limit / 2)
-      throw_error("vulkan: gather of ", words, " words would loop ", steps,
+      throw_error("vulkan: ", what, " of ", words, " words would loop ", steps,
                   " times in a shader on ", ctx_->label(),
                   ", whose driver ends shader loops after ", limit,
                   " iterations (llvmpipe); raise KILN_VULKAN_MAX_GROUPS or run it on cpu");
