@@ -5,14 +5,17 @@
 // the copy bound (the faster of one memcpy and a copy split across the threads, timed rep by
 // rep alternately with cumsum).
 // Goals (issue 20): sort <= 1x NumPy, argsort <= 1x, take <= 1.5x, scatter_add <= 2x
-// bincount, cumsum >= 70% of copy bandwidth. Then take on every other usable device (opencl,
-// vulkan), beside the cpu backend's: on a GPU it should be faster, on a CPU device no worse.
+// bincount, cumsum >= 70% of copy bandwidth. Then take, and scatter_add of n updates into 2^16
+// slots, on every other usable device (opencl, vulkan), beside the cpu backend's: on a GPU it
+// should be faster, on a CPU device no worse; and each device kernel against the Kernel IR
+// lowering it replaced.
 //   build/benchmarks/bench_native [python] [reps] [n]   (python: ~/peers/bin/python)
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -105,6 +108,54 @@ VsLowering gather_vs_lowering(Device dev, int64_t n, int reps) {
   return r;
 }
 
+// The same for the device's scatter_add kernel (atomics, O(n + m)): n updates of small
+// integers (so every order of the float sums gives the same bits) into n slots.
+VsLowering scatter_vs_lowering(Device dev, int64_t n, int reps) {
+  Backend& be = backend_for(dev);
+  std::mt19937_64 rng(2);
+  std::vector<float> base(n), upd(n);
+  std::vector<int64_t> idx(n);
+  for (int64_t i = 0; i < n; ++i)
+    base[i] = static_cast<float>(rng() % 1000), upd[i] = static_cast<float>(rng() % 1000),
+    idx[i] = rng() % n;
+  auto a = be.allocate(dev.index, n * 4), ix = be.allocate(dev.index, n * 8);
+  auto u = be.allocate(dev.index, n * 4);
+  auto o1 = be.allocate(dev.index, n * 4), o2 = be.allocate(dev.index, n * 4);
+  a->write(base.data(), 0, n * 4);
+  ix->write(idx.data(), 0, n * 8);
+  u->write(upd.data(), 0, n * 4);
+  auto q = be.create_queue(dev.index);
+  NativeArgs args;
+  args.op = Op::ScatterAdd;
+  args.n = args.m = n;
+  args.shared_index = true;
+  auto run = [&](Buffer* out, bool lowered) {
+    args.buffers = {a.get(), ix.get(), u.get(), out};
+    EventPtr e =
+        lowered ? enqueue_native_as_kernels(be, dev.index, *q, args) : q->enqueue_native(args);
+    if (e) e->wait();
+    q->finish();
+  };
+  VsLowering r;
+  r.kernel_ms = best_ms(reps, [&] { run(o1.get(), false); });
+  r.lowered_ms = best_ms(reps, [&] { run(o2.get(), true); });
+  std::vector<float> g1(n), g2(n);
+  o1->read(g1.data(), 0, n * 4);
+  o2->read(g2.data(), 0, n * 4);
+  r.same = g1 == g2;
+  return r;
+}
+
+// The largest difference between two float32 results relative to max(1, |want|).
+double max_rel_diff(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return 1e30;
+  double d = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    d = std::max(d,
+                 std::fabs(double(got[i]) - want[i]) / std::max(1.0, std::fabs(double(want[i]))));
+  return d;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -181,11 +232,44 @@ int main(int argc, char** argv) {
     bool same = take(xd, id, 0).to_vector<float>() == want.to_vector<float>();
     device_take.push_back({info.device.str(), info.description, ms, same});
   }
+  // scatter_add of n float32 updates into 2^16 slots on each device, the updates and indices
+  // drawn there, beside the cpu backend's on the same values; float sums differ from cpu's by
+  // their order only (issue 20: faster than the cpu fallback where the device is a GPU).
+  const int64_t slots = int64_t{1} << 16;
+  struct DeviceScatter {
+    std::string device;
+    double ms, rel_diff;
+  };
+  std::vector<DeviceScatter> device_scatter;
+  double cpu_scatter_ms = 0;
+  for (const DeviceInfo& info : devices()) {
+    if (info.device.backend == "reference" || !info.available) continue;
+    StreamScope on(info.device);
+    Array ud = random::normal({n}, float32, random::key(3), info.device);
+    Array sd = astype(
+        random::uniform(0, static_cast<double>(slots), {n}, float32, random::key(4), info.device),
+        int64, info.device);
+    Array bd = zeros({slots}, float32, info.device);
+    eval({ud, sd, bd});
+    double ms = best_ms(reps, [&] { eval(scatter_add(bd, sd, ud, 0)); });
+    if (info.device.backend == "cpu") {
+      cpu_scatter_ms = ms;
+      continue;
+    }
+    Array want =
+        scatter_add(zeros({slots}, float32, cpu), array(sd.to_vector<int64_t>(), {n}, int64, cpu),
+                    array(ud.to_vector<float>(), {n}, float32, cpu), 0, cpu);
+    device_scatter.push_back(
+        {info.device.str(), ms,
+         max_rel_diff(scatter_add(bd, sd, ud, 0).to_vector<float>(), want.to_vector<float>())});
+  }
   const int64_t small = 4096;
-  std::vector<std::pair<std::string, VsLowering>> vs_lowering;
+  std::vector<std::pair<std::string, VsLowering>> vs_lowering, scatter_lowering;
   for (const DeviceInfo& info : devices())
-    if (info.available && (info.device.backend == "opencl" || info.device.backend == "vulkan"))
+    if (info.available && (info.device.backend == "opencl" || info.device.backend == "vulkan")) {
       vs_lowering.push_back({info.device.str(), gather_vs_lowering(info.device, small, 5)});
+      scatter_lowering.push_back({info.device.str(), scatter_vs_lowering(info.device, small, 5)});
+    }
 
   std::map<std::string, double> np2 = numpy_times(python, reps, n, version);
   auto numpy = [&](const std::string& c) {
@@ -234,6 +318,25 @@ int main(int argc, char** argv) {
   std::printf("%-10s %10s %12s %9s  %s\n", "device", "kernel ms", "lowering ms", "speedup",
               "outputs");
   for (const auto& [dev, r] : vs_lowering)
+    std::printf("%-10s %10.3f %12.3f %8.1fx  %s\n", dev.c_str(), r.kernel_ms, r.lowered_ms,
+                r.lowered_ms / r.kernel_ms, r.same ? "equal" : "DIFFER");
+
+  std::printf(
+      "\nscatter_add of %lld float32 updates into %lld slots on each device (updates and "
+      "indices there; fastest of %d calls, each evaluated)\n",
+      static_cast<long long>(n), static_cast<long long>(slots), reps);
+  std::printf("%-10s %10s %12s  %s\n", "device", "ms", "cpu / device", "max rel diff vs cpu");
+  std::printf("%-10s %10.3f %12s\n", cpu.str().c_str(), cpu_scatter_ms, "1.00x");
+  for (const DeviceScatter& t : device_scatter)
+    std::printf("%-10s %10.3f %11.2fx  %.2g\n", t.device.c_str(), t.ms, cpu_scatter_ms / t.ms,
+                t.rel_diff);
+  std::printf(
+      "\nscatter_add of %lld into %lld float32 (shared indices): the device kernel against "
+      "the Kernel IR lowering it replaced, fastest of 5\n",
+      static_cast<long long>(small), static_cast<long long>(small));
+  std::printf("%-10s %10s %12s %9s  %s\n", "device", "kernel ms", "lowering ms", "speedup",
+              "outputs");
+  for (const auto& [dev, r] : scatter_lowering)
     std::printf("%-10s %10.3f %12.3f %8.1fx  %s\n", dev.c_str(), r.kernel_ms, r.lowered_ms,
                 r.lowered_ms / r.kernel_ms, r.same ? "equal" : "DIFFER");
 

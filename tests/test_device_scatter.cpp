@@ -68,9 +68,23 @@ std::string describe(const Shape4& s, Dtype d) {
 std::vector<int64_t> indices(const Shape4& s, uint64_t seed) {
   size_t count = static_cast<size_t>(s.shared ? s.m : s.outer * s.m * s.inner);
   const int64_t n = s.n, k32 = int64_t{1} << 32;
-  const int64_t odd[] = {0,         n - 1,     n,         -1,        -n,        -n - 1,
-                         k32,       k32 + 1,   -k32,      -k32 + 1,  -k32 - 1,  k32 - 1,
-                         INT64_MAX, INT64_MIN, INT32_MAX, INT32_MIN, int64_t{INT32_MAX} + 1};
+  const int64_t odd[] = {0,
+                         n - 1,
+                         n,
+                         -1,
+                         -n,
+                         -n - 1,
+                         k32,
+                         k32 + 1,
+                         -k32,
+                         -k32 + 1,
+                         -k32 - 1,
+                         k32 - 1,
+                         INT64_MAX,
+                         INT64_MIN,
+                         INT32_MAX,
+                         INT32_MIN,
+                         int64_t{INT32_MAX} + 1};
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int64_t> pick(-n - 3, n + 3);
   std::vector<int64_t> v(count);
@@ -182,10 +196,10 @@ std::vector<const char*> scatter_devices() {
 // or of a 64-wide group, m = 0, and 100,000 updates into 100,000 slots.
 TEST(NativeOps, DeviceScatterAddMatchesReferenceOnEveryDtype) {
   NoValidationMessages check;
-  const std::vector<Shape4> shapes = {
-      {1, 7, 1, 5, true},      {3, 5, 3, 7, true},         {2, 9, 5, 6, false},
-      {1, 300, 1, 257, false}, {4, 65, 1, 129, true},      {2, 4, 3, 5000, false},
-      {2, 3, 1, 0, true},      {1, 100000, 1, 100000, true}};
+  const std::vector<Shape4> shapes = {{1, 7, 1, 5, true},    {3, 5, 3, 7, true},
+                                      {2, 9, 5, 6, false},   {1, 300, 1, 257, false},
+                                      {4, 65, 1, 129, true}, {2, 4, 3, 5000, false},
+                                      {2, 3, 1, 0, true},    {1, 100000, 1, 100000, true}};
   uint64_t seed = 1;
   for (const char* dev : scatter_devices())
     for (Dtype d : kAll)
@@ -215,8 +229,8 @@ TEST(NativeOps, DeviceScatterAddLeavesTheBytesAfterItsOutput) {
       Bytes idx = kdiff::to_bytes(iv);
       Bytes got = run_scatter(backend_for(device(dev)), s, d, a, idx, upd, 3);
       Bytes want = run_scatter(kdiff::ref_backend(), s, d, a, idx, upd, 3);
-      Bytes got_out(got.begin(), got.begin() + a.size()), want_out(want.begin(),
-                                                                    want.begin() + a.size());
+      Bytes got_out(got.begin(), got.begin() + a.size()),
+          want_out(want.begin(), want.begin() + a.size());
       EXPECT_EQ(compare_sums(got_out, want_out, d, reach(s, d, a, iv, upd)), "");
       for (size_t b = a.size(); b < got.size(); ++b) EXPECT_EQ(got[b], 0xab) << "byte " << b;
     }
@@ -241,9 +255,9 @@ TEST(NativeOps, DeviceScatterAddReachesBuffersPastTheBindingRangeOnVulkan) {
     std::vector<T> uv(iv.size());
     for (size_t j = 0; j < uv.size(); ++j) uv[j] = static_cast<T>(j * 3 + 1);
     Shape4 s{1, n, 1, static_cast<int64_t>(iv.size()), true};
-    std::vector<T> got = kdiff::from_bytes<T>(run_scatter(backend_for(device("vulkan")), s, d,
-                                                          kdiff::to_bytes(a), kdiff::to_bytes(iv),
-                                                          kdiff::to_bytes(uv)));
+    std::vector<T> got =
+        kdiff::from_bytes<T>(run_scatter(backend_for(device("vulkan")), s, d, kdiff::to_bytes(a),
+                                         kdiff::to_bytes(iv), kdiff::to_bytes(uv)));
     std::vector<T> want = a;
     for (size_t j = 0; j < iv.size(); ++j) want[native_index(iv[j], n)] += uv[j];
     EXPECT_TRUE(got == want);

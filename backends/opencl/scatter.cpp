@@ -30,16 +30,25 @@ struct Form {
 Form form_of(Dtype d) {
   switch (d.kind) {
     case Dtype::Kind::Bool:
-      return {"uchar", "uint", true, "((x) != 0 ? 1u : 0u)", "((uchar)(x))",
-              "if ((x) != 0) atomic_or(p, 1u)"};
+      return {"uchar",        "uint",
+              true,           "((x) != 0 ? 1u : 0u)",
+              "((uchar)(x))", "if ((x) != 0) atomic_or(p, 1u)"};
     case Dtype::Kind::Int8:
     case Dtype::Kind::UInt8:  // a 32-bit wrapping sum wraps to 8 bits as the reference's
       return {"uchar", "uint", true, "((uint)(x))", "((uchar)(x))", "atomic_add(p, (uint)(x))"};
     case Dtype::Kind::Float16:
-      return {"ushort", "uint", true, "as_uint(kiln_h2f(x))", "kiln_f2h(as_float(x))",
+      return {"ushort",
+              "uint",
+              true,
+              "as_uint(kiln_h2f(x))",
+              "kiln_f2h(as_float(x))",
               "kiln_add_f32(p, kiln_h2f(x))"};
     case Dtype::Kind::BFloat16:
-      return {"ushort", "uint", true, "as_uint(kiln_bf2f(x))", "kiln_f2bf(as_float(x))",
+      return {"ushort",
+              "uint",
+              true,
+              "as_uint(kiln_bf2f(x))",
+              "kiln_f2bf(as_float(x))",
               "kiln_add_f32(p, kiln_bf2f(x))"};
     case Dtype::Kind::Int32:
     case Dtype::Kind::UInt32: return {"uint", "uint", false, "", "", "atomic_add(p, x)"};

@@ -11,7 +11,8 @@ namespace kiln::vulkan {
 namespace {
 
 // Element e of a packed array of words: E elements of BITS bits to a word.
-const char* kPacked = R"(uint k_elem(uint word, uint e) { return (word >> ((e % E) * BITS)) & MASK; }
+const char* kPacked =
+    R"(uint k_elem(uint word, uint e) { return (word >> ((e % E) * BITS)) & MASK; }
 )";
 
 // The slot update g adds into; the index is an int64 as (low, high) words.
@@ -97,8 +98,7 @@ std::pair<std::string, std::string> widen_narrow(Dtype d) {
   switch (d.kind) {
     case Dtype::Kind::Bool: return {"((x) != 0u ? 1u : 0u)", "(x)"};
     case Dtype::Kind::Float16: return {"floatBitsToUint(k_h2f(x))", "k_f2h(uintBitsToFloat(x))"};
-    case Dtype::Kind::BFloat16:
-      return {"floatBitsToUint(k_bf2f(x))", "k_f2bf(uintBitsToFloat(x))"};
+    case Dtype::Kind::BFloat16: return {"floatBitsToUint(k_bf2f(x))", "k_f2bf(uintBitsToFloat(x))"};
     default: return {"(x)", "(x)"};  // int8, uint8: sums wrap to 8 bits when packed
   }
 }
@@ -138,9 +138,9 @@ std::string scatter_glsl(Dtype d, ScatterPass pass, bool by_address) {
     // Only the pass's last binding is written.
     const char* access = b + 1 < types.size() ? "readonly " : "";
     if (by_address)
-      os << "layout(buffer_reference, std430, buffer_reference_align = 16) " << access
-         << "buffer R" << b << " { " << types[b] << " d[]; };\n#define b" << b << " R" << b
-         << "(pc.a" << b << ")\n";
+      os << "layout(buffer_reference, std430, buffer_reference_align = 16) " << access << "buffer R"
+         << b << " { " << types[b] << " d[]; };\n#define b" << b << " R" << b << "(pc.a" << b
+         << ")\n";
     else
       os << "layout(std430, set = 0, binding = " << b << ") " << access << "buffer B" << b << " { "
          << types[b] << " d[]; } b" << b << ";\n";
