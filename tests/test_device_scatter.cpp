@@ -236,6 +236,26 @@ TEST(NativeOps, DeviceScatterAddLeavesTheBytesAfterItsOutput) {
     }
 }
 
+// Sums of float32 denormals are exact in any order (they are fixed-point numbers), so the device
+// matches the reference bit for bit: the add asks the driver to keep denormals (vulkan: the
+// DenormPreserve execution mode) and NaN and infinities (SignedZeroInfNanPreserve) where it
+// offers them (lavapipe keeps them without being asked, so here this holds either way).
+TEST(NativeOps, DeviceScatterAddKeepsDenormalsAndNaN) {
+  NoValidationMessages check;
+  std::vector<float> base = {1e-40f, -1e-40f, 3e-39f, 0.0f, -0.0f, 1.0f, NAN};
+  std::vector<float> upd = {1e-41f, 2e-40f, -5e-41f, 1e-45f, INFINITY, -INFINITY, 0.0f, 7e-39f};
+  std::vector<int64_t> iv = {0, 1, 2, 3, 5, 5, 4, 2};
+  Shape4 s{1, static_cast<int64_t>(base.size()), 1, static_cast<int64_t>(iv.size()), true};
+  Bytes a = kdiff::to_bytes(base), u = kdiff::to_bytes(upd), idx = kdiff::to_bytes(iv);
+  Bytes want = run_scatter(kdiff::ref_backend(), s, float32, a, idx, u);
+  for (const char* dev : scatter_devices()) {
+    SCOPED_TRACE(dev);
+    EXPECT_EQ(kdiff::compare(run_scatter(backend_for(device(dev)), s, float32, a, idx, u), want,
+                             float32, {}),
+              "");
+  }
+}
+
 // An output (int64) and a 32-bit temporary (uint8) past maxStorageBufferRange (128 MiB on
 // lavapipe) are reached by their device addresses.
 TEST(NativeOps, DeviceScatterAddReachesBuffersPastTheBindingRangeOnVulkan) {

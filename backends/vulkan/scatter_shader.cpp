@@ -103,9 +103,32 @@ std::pair<std::string, std::string> widen_narrow(Dtype d) {
   }
 }
 
+// SPIR-V execution modes (SPV_KHR_float_controls) through GL_EXT_spirv_intrinsics, as
+// glsl_codegen.cpp asks for them: SignedZeroInfNanPreserve (capability 4466, mode 4461) and
+// DenormPreserve (4464, 4459) for the widths the pass adds in.
+void float_controls(std::ostream& os, const ScatterFloatModes& m, bool wide64) {
+  struct Mode {
+    bool on;
+    int capability, mode, width;
+  };
+  const Mode modes[] = {{m.keep_nan32 && !wide64, 4466, 4461, 32},
+                        {m.keep_denorm32 && !wide64, 4464, 4459, 32},
+                        {m.keep_nan64 && wide64, 4466, 4461, 64},
+                        {m.keep_denorm64 && wide64, 4464, 4459, 64}};
+  bool any = false;
+  for (const Mode& x : modes) any = any || x.on;
+  if (!any) return;
+  os << "#extension GL_EXT_spirv_intrinsics : require\n";
+  for (const Mode& x : modes)
+    if (x.on)
+      os << "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = ["
+         << x.capability << "], " << x.mode << ", " << x.width << ");\n";
+}
+
 }  // namespace
 
-std::string scatter_glsl(Dtype d, ScatterPass pass, bool by_address) {
+std::string scatter_glsl(Dtype d, ScatterPass pass, bool by_address,
+                         const ScatterFloatModes& modes) {
   const bool wide = scatter_add_is_wide(d), wide64 = d.size() == 8;
   if (pass != ScatterPass::Add && !wide)
     throw_error("internal: scatter_add of ", d.name(), " has no widening or rounding pass");
@@ -126,6 +149,7 @@ std::string scatter_glsl(Dtype d, ScatterPass pass, bool by_address) {
   if (by_address)
     os << "#extension GL_EXT_buffer_reference : require\n"
        << "#extension GL_EXT_buffer_reference_uvec2 : require\n";
+  if (pass == ScatterPass::Add && d.is_float()) float_controls(os, modes, wide64);
   os << "#define E " << e << "u\n#define BITS " << 32 / e << "u\n#define MASK "
      << (e == 4   ? "0xffu"
          : e == 2 ? "0xffffu"

@@ -38,6 +38,13 @@ enum class ScatterPass {
   Narrow,  // bindings: temporary, output (packed)
 };
 
+// The float controls a device offers (PhysicalInfo keep_*): the add pass asks for them, so that
+// NaN, infinities, signed zeros and denormals add as the reference's do on a driver that would
+// otherwise assume them away or flush denormals.
+struct ScatterFloatModes {
+  bool keep_nan32 = false, keep_denorm32 = false, keep_nan64 = false, keep_denorm64 = false;
+};
+
 // Whether dtype d accumulates in a 32-bit temporary (8- and 16-bit types and bool).
 inline bool scatter_add_is_wide(Dtype d) { return d.size() < 4; }
 
@@ -46,6 +53,7 @@ inline int scatter_bindings(ScatterPass p) { return p == ScatterPass::Add ? 3 : 
 
 // The shader of one pass for dtype d. `by_address`: the buffers are reached through their
 // device addresses and none is bound.
-std::string scatter_glsl(Dtype d, ScatterPass pass, bool by_address);
+std::string scatter_glsl(Dtype d, ScatterPass pass, bool by_address,
+                         const ScatterFloatModes& modes = {});
 
 }  // namespace kiln::vulkan

@@ -316,8 +316,11 @@ const GatherPipeline& scatter_pipeline(const std::shared_ptr<Context>& ctx, Dtyp
       cache->pipelines[{ctx.get(), static_cast<int>(d.kind), static_cast<int>(pass), by_address}];
   if (!p) {
     auto sp = std::make_shared<GatherPipeline>();
+    const vulkan::PhysicalInfo& info = ctx->info();
+    vulkan::ScatterFloatModes modes{info.keep_nan32, info.keep_denorm32, info.keep_nan64,
+                                    info.keep_denorm64};
     std::vector<uint32_t> spirv =
-        vulkan::compile_glsl(vulkan::scatter_glsl(d, pass, by_address), "scatter_add");
+        vulkan::compile_glsl(vulkan::scatter_glsl(d, pass, by_address, modes), "scatter_add");
     uint32_t bindings = by_address ? 0 : static_cast<uint32_t>(vulkan::scatter_bindings(pass));
     sp->pipe = std::make_unique<Pipeline>(ctx, spirv, bindings,
                                           static_cast<uint32_t>(sizeof(vulkan::ScatterPush)));
