@@ -2,7 +2,8 @@
 // through the Backend interface against the reference interpreter: every dtype, shared and
 // per-row indices, many updates into one slot (contention on the atomics), negative,
 // out-of-range and 64-bit indices (the clamp rule), inner > 1, outer > 1, m = 0, 100,000 slots
-// and updates (O(n m) work before these kernels), the bytes after the output left alone,
+// and updates (O(n m) work before these kernels), the bytes after the output left alone, the
+// output being the base itself (in place), float32 denormals, NaN and infinities bit for bit,
 // buffers past maxStorageBufferRange on vulkan, and scatter_add on device streams.
 //
 // Tolerance: integers and bool are exact (wrapping as the reference). Floats are added in the
@@ -233,6 +234,37 @@ TEST(NativeOps, DeviceScatterAddLeavesTheBytesAfterItsOutput) {
           want_out(want.begin(), want.begin() + a.size());
       EXPECT_EQ(compare_sums(got_out, want_out, d, reach(s, d, a, iv, upd)), "");
       for (size_t b = a.size(); b < got.size(); ++b) EXPECT_EQ(got[b], 0xab) << "byte " << b;
+    }
+}
+
+// The output may be the base itself (a donated buffer): no copy onto itself, the same sums.
+TEST(NativeOps, DeviceScatterAddInPlace) {
+  NoValidationMessages check;
+  for (const char* dev : scatter_devices())
+    for (Dtype d : {uint8, float16, int32, float32, int64}) {
+      SCOPED_TRACE(std::string(d.name()) + " on " + dev);
+      Shape4 s{2, 37, 3, 50, false};
+      Bytes a = kdiff::sample(d, 2 * 37 * 3, 21), upd = kdiff::sample(d, 2 * 50 * 3, 22);
+      std::vector<int64_t> iv = indices(s, 21);
+      Bytes idx = kdiff::to_bytes(iv);
+      Bytes want = run_scatter(kdiff::ref_backend(), s, d, a, idx, upd);
+      Backend& be = backend_for(device(dev));
+      auto A = be.allocate(0, a.size()), I = be.allocate(0, idx.size()),
+           U = be.allocate(0, upd.size());
+      A->write(a.data(), 0, a.size());
+      I->write(idx.data(), 0, idx.size());
+      U->write(upd.data(), 0, upd.size());
+      NativeArgs args;
+      args.op = Op::ScatterAdd;
+      args.dtype = d;
+      args.outer = s.outer, args.n = s.n, args.inner = s.inner, args.m = s.m;
+      args.buffers = {A.get(), I.get(), U.get(), A.get()};
+      auto q = be.create_queue(0);
+      if (EventPtr ev = q->enqueue_native(args)) ev->wait();
+      q->finish();
+      Bytes got(a.size());
+      A->read(got.data(), 0, got.size());
+      EXPECT_EQ(compare_sums(got, want, d, reach(s, d, a, iv, upd)), "");
     }
 }
 
