@@ -9,6 +9,7 @@
 // slots, on every other usable device (opencl, vulkan), beside the cpu backend's: on a GPU it
 // should be faster, on a CPU device no worse; and each device kernel against the Kernel IR
 // lowering it replaced.
+// Sort and argsort there too (goal: faster than the cpu backend where the device is a GPU).
 //   build/benchmarks/bench_native [python] [reps] [n]   (python: ~/peers/bin/python)
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -263,6 +264,27 @@ int main(int argc, char** argv) {
         {info.device.str(), ms,
          max_rel_diff(scatter_add(bd, sd, ud, 0).to_vector<float>(), want.to_vector<float>())});
   }
+  // sort and argsort on the device backends, the values drawn there; each checked against the
+  // cpu backend's on the same values (issue 20: faster than the cpu fallback on a GPU).
+  struct DeviceSort {
+    std::string device;
+    double sort_ms, argsort_ms;
+    bool matches;
+  };
+  std::vector<DeviceSort> device_sort;
+  for (const DeviceInfo& info : devices()) {
+    if (info.device.backend == "cpu" || info.device.backend == "reference" || !info.available)
+      continue;
+    StreamScope on(info.device);
+    Array xd = random::normal({n}, float32, random::key(3), info.device);
+    eval(xd);
+    double sort_ms = best_ms(reps, [&] { eval(sort(xd)); });
+    double argsort_ms = best_ms(reps, [&] { eval(argsort(xd)); });
+    Array xc = array(xd.to_vector<float>(), {n}, float32, cpu);
+    bool same = sort(xd).to_vector<float>() == sort(xc, -1, cpu).to_vector<float>() &&
+                argsort(xd).to_vector<int64_t>() == argsort(xc, -1, cpu).to_vector<int64_t>();
+    device_sort.push_back({info.device.str(), sort_ms, argsort_ms, same});
+  }
   const int64_t small = 4096;
   std::vector<std::pair<std::string, VsLowering>> vs_lowering, scatter_lowering;
   for (const DeviceInfo& info : devices())
@@ -310,6 +332,19 @@ int main(int argc, char** argv) {
   for (const DeviceTake& t : device_take)
     std::printf("%-10s %10.3f %11.2fx  %s; %s\n", t.device.c_str(), t.ms, kiln["take"] / t.ms,
                 t.matches ? "matches cpu" : "DIFFERS FROM CPU", t.what.substr(0, 60).c_str());
+
+  std::printf(
+      "\nsort and argsort of %lld float32 on each device (values drawn there; fastest of %d "
+      "calls, each evaluated)\n",
+      static_cast<long long>(n), reps);
+  std::printf("%-10s %10s %12s %11s %12s  %s\n", "device", "sort ms", "cpu / device", "argsort ms",
+              "cpu / device", "result");
+  std::printf("%-10s %10.3f %12s %11.3f %12s\n", cpu.str().c_str(), kiln["sort"], "1.00x",
+              kiln["argsort"], "1.00x");
+  for (const DeviceSort& t : device_sort)
+    std::printf("%-10s %10.3f %11.2fx %11.3f %11.2fx  %s\n", t.device.c_str(), t.sort_ms,
+                kiln["sort"] / t.sort_ms, t.argsort_ms, kiln["argsort"] / t.argsort_ms,
+                t.matches ? "matches cpu" : "DIFFERS FROM CPU");
 
   std::printf(
       "\ngather of %lld from %lld float32 (shared indices): the device kernel against "

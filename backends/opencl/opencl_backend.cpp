@@ -22,6 +22,7 @@
 #include "backends/opencl/memory.h"
 #include "backends/opencl/program_cache.h"
 #include "backends/opencl/scatter.h"
+#include "backends/opencl/sort.h"
 #include "graph/env.h"
 #include "graph/error.h"
 #include "graph/immortal.h"
@@ -318,10 +319,11 @@ class ClQueue : public Queue {
     return submitted(ev, "copy", {});
   }
 
-  // Gathers and scatter_add have kernels of their own (gather.h, scatter.h); the other
-  // primitives none yet: Kernel IR reductions (backends/native_kernels.h).
+  // Gathers, scatter_add and sorts have kernels of their own (gather.h, scatter.h, sort.h); the
+  // other primitives none yet: Kernel IR reductions (backends/native_kernels.h).
   EventPtr enqueue_native(const NativeArgs& a) override {
     if (a.op == Op::ScatterAdd && opencl::has_scatter_add_kernel(dev_, a.dtype)) return scatter(a);
+    if (a.op == Op::Sort || a.op == Op::Argsort) return enqueue_sort(a);
     if (a.op != Op::Gather) return enqueue_native_as_kernels(backend_, device_, *this, a);
     cl_event ev = opencl::enqueue_gather(dev_, q_, a);
     if (!ev) return nullptr;
@@ -367,6 +369,13 @@ class ClQueue : public Queue {
   }
 
  private:
+  EventPtr enqueue_sort(const NativeArgs& a) {
+    std::vector<std::shared_ptr<void>> keep;
+    cl_event ev = opencl::enqueue_sort(dev_, *pool_, q_, a, keep);
+    if (!ev) return nullptr;
+    return submitted(ev, native_name(a), std::move(keep));
+  }
+
   // Work just enqueued: flushed (so the device starts it without waiting for more) and its
   // event, completed by polling on a GPU (completion_poller.h) or by the driver's callback.
   EventPtr submitted(cl_event ev, std::string what, std::vector<std::shared_ptr<void>> keep) {

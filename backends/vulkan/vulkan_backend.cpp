@@ -13,6 +13,7 @@
 #include "backends/launch_check.h"
 #include "backends/native.h"
 #include "backends/native_kernels.h"
+#include "backends/sort_passes.h"
 #include "backends/split_reduce.h"
 #include "backends/vulkan/descriptors.h"
 #include "backends/vulkan/disk_cache.h"
@@ -24,6 +25,7 @@
 #include "backends/vulkan/matmul_shader.h"
 #include "backends/vulkan/memory.h"
 #include "backends/vulkan/scatter_shader.h"
+#include "backends/vulkan/sort_shader.h"
 #include "backends/vulkan/vk_context.h"
 #include "graph/error.h"
 #include "graph/immortal.h"
@@ -329,6 +331,35 @@ const GatherPipeline& scatter_pipeline(const std::shared_ptr<Context>& ctx, Dtyp
   return *p;
 }
 
+// The sort pipelines of (device, dtype, form), one per stage, built on first use and kept for
+// the process, with their descriptor sets (input, keys, indices, output; params are pushed).
+struct SortPipelines {
+  std::unique_ptr<Pipeline> pipe[4];  // by vulkan::SortStage
+  std::unique_ptr<vulkan::DescriptorCache> sets[4];
+};
+
+const SortPipelines& sort_pipelines(const std::shared_ptr<Context>& ctx, Dtype d, bool by_address) {
+  struct Cache {
+    std::mutex mu;
+    std::map<std::tuple<const Context*, int, bool>, std::shared_ptr<SortPipelines>> pipelines;
+  };
+  static Immortal<Cache> cache;
+  std::lock_guard<std::mutex> lock(cache->mu);
+  auto& p = cache->pipelines[{ctx.get(), static_cast<int>(d.kind), by_address}];
+  if (!p) {
+    auto sp = std::make_shared<SortPipelines>();
+    for (int s = 0; s < 4; ++s) {
+      auto stage = static_cast<vulkan::SortStage>(s);
+      sp->pipe[s] = std::make_unique<Pipeline>(
+          ctx, vulkan::compile_glsl(vulkan::sort_glsl(d, stage, by_address), "sort"),
+          by_address ? 0 : 4, static_cast<uint32_t>(sizeof(vulkan::SortPush)));
+      sp->sets[s] = std::make_unique<vulkan::DescriptorCache>();
+    }
+    p = sp;
+  }
+  return *p;
+}
+
 // The live state of one lane: a command pool and the timeline semaphore that orders its
 // submissions. Shared with the completion thread's clean-ups, which free command buffers.
 struct LaneState {
@@ -477,11 +508,13 @@ class VulkanQueue : public Queue {
     return nullptr;
   }
 
-  // Gathers and scatter_add have shaders of their own (gather_shader.h, scatter_shader.h); the
-  // other primitives none yet: Kernel IR reductions (backends/native_kernels.h).
+  // Gathers, scatter_add and sorts have shaders of their own (gather_shader.h,
+  // scatter_shader.h, sort_shader.h); the other primitives none yet: Kernel IR reductions
+  // (backends/native_kernels.h).
   EventPtr enqueue_native(const NativeArgs& a) override {
     if (a.op == Op::Gather) return enqueue_gather(a);
     if (a.op == Op::ScatterAdd && has_scatter_add_shader(a.dtype)) return enqueue_scatter_add(a);
+    if (a.op == Op::Sort || a.op == Op::Argsort) return enqueue_sort(a);
     return enqueue_native_as_kernels(backend_, device_, *this, a);
   }
   EventPtr enqueue_matmul(const MatmulArgs& a) override {
@@ -778,6 +811,127 @@ class VulkanQueue : public Queue {
     g[0] = static_cast<uint32_t>(gx), g[1] = static_cast<uint32_t>(gy), g[2] = 1;
   }
 
+  // Sort and argsort: keys, the bitonic passes of backends/sort_passes.h and the output, in one
+  // submission (full barriers between the dispatches); keys and indices from the buffer pool.
+  EventPtr enqueue_sort(const NativeArgs& a) {
+    std::vector<size_t> bytes;
+    for (Buffer* b : a.buffers) bytes.push_back(b ? b->bytes() : 0);
+    check_native_args(a, bytes);
+    const int64_t total = a.out_elements();
+    if (total == 0) return nullptr;
+    std::string what = native_name(a);
+    VulkanBuffer* in = own(a.buffers[0], what);
+    VulkanBuffer* out = own(a.buffers[1], what);
+    const int64_t lanes = vulkan::kSortLanes;
+    SortPlan plan = plan_sort(a.outer * a.inner, a.n, 2 * lanes);
+    const size_t key_bytes = a.dtype.size() == 8 ? 8 : 4;
+    auto res = std::make_shared<LaunchResources>(lane_);
+    auto keys = pooled(static_cast<size_t>(plan.slots) * key_bytes, what);
+    auto idx = pooled(static_cast<size_t>(plan.slots) * 4, what);
+    res->temps = {keys, idx};
+    bool by_address = beyond_binding_range(*in, what) || beyond_binding_range(*out, what) ||
+                      temp_beyond_binding_range(*keys, what);
+    const SortPipelines& sp = sort_pipelines(ctx_, a.dtype, by_address);
+
+    vulkan::SortPush base;
+    base.n = static_cast<uint32_t>(a.n), base.inner = static_cast<uint32_t>(a.inner);
+    while ((int64_t{1} << base.plog) < plan.padded) ++base.plog;
+    base.used = static_cast<uint32_t>(a.outer * a.inner * plan.padded);
+    base.slots = static_cast<uint32_t>(plan.slots), base.total = static_cast<uint32_t>(total);
+    base.total_order = a.op == Op::Sort ? 1 : 0, base.desc = a.descending ? 1 : 0;
+    base.argsort = a.op == Op::Argsort ? 1 : 0;
+    if (by_address) {
+      VkDeviceAddress addr[4] = {in->address(), keys->address, idx->address, out->address()};
+      for (int i = 0; i < 4; ++i) base.address[i] = addr[i];
+    }
+    struct Dispatch {
+      int stage;
+      vulkan::SortPush push;
+      uint32_t g[3];
+    };
+    std::vector<Dispatch> ds;
+    auto add = [&](vulkan::SortStage stage, int64_t count, int64_t groups, int64_t per_item) {
+      Dispatch d{static_cast<int>(stage), base, {}};
+      d.push.count = static_cast<uint32_t>(count);
+      sort_grid(groups, per_item, d.g);
+      ds.push_back(d);
+    };
+    add(vulkan::SortStage::Keys, plan.slots, (plan.slots + lanes - 1) / lanes, 1);
+    const int64_t blocks = plan.slots / plan.block;
+    for (const SortPass& p : plan.passes) {
+      if (p.local)
+        add(vulkan::SortStage::Local, blocks, blocks, 64);
+      else
+        add(vulkan::SortStage::Global, plan.slots / 2, (plan.slots / 2 + lanes - 1) / lanes, 1);
+      ds.back().push.k0 = p.k0, ds.back().push.k1 = p.k1, ds.back().push.j0 = p.j0;
+    }
+    int64_t per_word = a.op == Op::Sort ? vulkan::gather_elements_per_word(a.dtype.size()) : 1;
+    int64_t words = (total + per_word - 1) / per_word;
+    add(vulkan::SortStage::Out, words, (words + lanes - 1) / lanes, per_word);
+
+    std::shared_ptr<const vulkan::DescriptorSet> sets[4];
+    if (!by_address) {
+      std::vector<VkBuffer> bound = {in->handle(), keys->buffer, idx->buffer, out->handle()};
+      std::vector<uint64_t> ids = {in->id(), keys->id, idx->id, out->id()};
+      for (int s = 0; s < 4; ++s)
+        sets[s] = sp.sets[s]->get(ctx_, sp.pipe[s]->set_layout, bound, ids);
+      res->sets.assign(std::begin(sets), std::end(sets));
+    }
+    return submit(res, [&](VkCommandBuffer cb) {
+      for (size_t i = 0; i < ds.size(); ++i) {
+        if (i) full_barrier(cb);  // each pass reads what the one before wrote
+        const Pipeline& pipe = *sp.pipe[ds[i].stage];
+        vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.pipeline);
+        if (sets[ds[i].stage]) {
+          VkDescriptorSet set = sets[ds[i].stage]->handle();
+          vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 1, &set, 0,
+                                  nullptr);
+        }
+        vkCmdPushConstants(cb, pipe.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                           sizeof(vulkan::SortPush), &ds[i].push);
+        vkCmdDispatch(cb, ds[i].g[0], ds[i].g[1], ds[i].g[2]);
+      }
+    });
+  }
+
+  // A pooled buffer allocation of `bytes`, given back to the pool when the last holder lets go
+  // (a launch's resources: after the GPU is done with it).
+  std::shared_ptr<Allocation> pooled(size_t bytes, const std::string& what) const {
+    if (bytes > static_cast<size_t>(INT32_MAX))
+      throw_error("vulkan: ", what, " needs a temporary of ", bytes,
+                  " bytes, beyond the backend's 32-bit addressing");
+    return std::shared_ptr<Allocation>(
+        vulkan::take_buffer(ctx_, bytes).release(),
+        [](Allocation* p) { vulkan::give_back_buffer(std::unique_ptr<Allocation>(p)); });
+  }
+  bool temp_beyond_binding_range(const Allocation& t, const std::string& what) const {
+    if (t.bytes <= ctx_->info().max_storage_range) return false;
+    if (!ctx_->info().device_address)
+      throw_error("vulkan: ", what, " on ", ctx_->label(), " needs a temporary of ", t.bytes,
+                  " bytes, beyond the device's maxStorageBufferRange of ",
+                  ctx_->info().max_storage_range,
+                  " bytes, and the device lacks bufferDeviceAddress to reach it");
+    return true;
+  }
+
+  // A sort pass's grid: `needed` workgroups (a CPU device at most max_groups_), folded into 2-D
+  // past the per-dimension limit; the shaders loop over the rest, each step taking up to
+  // `per_item` loop iterations of llvmpipe's per-invocation budget.
+  void sort_grid(int64_t needed, int64_t per_item, uint32_t g[3]) const {
+    int64_t total = max_groups_ > 0 ? std::min<int64_t>(needed, max_groups_) : needed;
+    total = std::max<int64_t>(total, 1);
+    const uint32_t* lim = ctx_->info().max_groups;
+    int64_t gx = std::min<int64_t>(total, lim[0]);
+    int64_t gy = std::min<int64_t>((total + gx - 1) / gx, lim[1]);
+    int64_t steps = (needed + gx * gy - 1) / (gx * gy);
+    if (int64_t limit = ctx_->info().loop_limit; limit && steps * (per_item + 1) > limit / 2)
+      throw_error("vulkan: a sort pass would loop ", steps * (per_item + 1),
+                  " times in a shader on ", ctx_->label(),
+                  ", whose driver ends shader loops after ", limit,
+                  " iterations (llvmpipe); raise KILN_VULKAN_MAX_GROUPS or run it on cpu");
+    g[0] = static_cast<uint32_t>(gx), g[1] = static_cast<uint32_t>(gy), g[2] = 1;
+  }
+
   // Per-launch objects, released on the completion thread once the GPU is done with them.
   struct LaunchResources {
     std::shared_ptr<LaneState> lane;
@@ -786,6 +940,7 @@ class VulkanQueue : public Queue {
     std::vector<std::shared_ptr<const vulkan::DescriptorSet>> sets;
     std::shared_ptr<Allocation> scratch;        // partials of a split reduction
     std::vector<std::shared_ptr<void>> waited;  // lanes whose semaphores the submission waits on
+    std::vector<std::shared_ptr<void>> temps;   // pooled temporaries (a sort's keys and indices)
     explicit LaunchResources(std::shared_ptr<LaneState> l) : lane(std::move(l)) {}
     ~LaunchResources() {  // on the completion thread, after the GPU is done with them
       sets.clear();

@@ -1,0 +1,243 @@
+#include "backends/opencl/sort.h"
+
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <tuple>
+
+#include "backends/native.h"
+#include "backends/opencl/program_cache.h"
+#include "backends/sort_passes.h"
+#include "graph/error.h"
+#include "graph/immortal.h"
+
+namespace kiln::opencl {
+
+namespace {
+
+// key_of: the order of the reference's sorts_before (backends/native.h) as unsigned integers.
+// Floats: NaN (any payload) the largest key; a set sign bit flips every bit, a clear one sets
+// the sign bit, so -inf < ... < -0 < +0 < ... < +inf; argsort first makes -0 into +0 (a tie).
+// Signed integers flip the sign bit. Descending complements the key within the element's width,
+// NaN excepted. Padding slots take the largest key and an index >= n: they sort after all.
+const char* kKernels = R"(
+#define KMAX ((K) ~(K)0)
+K key_of(E b, int total_order, int desc) {
+#if KIND == 2
+  if ((E)(b & MAG) > INF) return KMAX;
+  if (!total_order && (E)(b & MAG) == 0) b = 0;
+  E k = (b & SIGN) ? (E)~b : (E)(b | SIGN);
+#elif KIND == 1
+  E k = (E)(b ^ SIGN);
+#else
+  E k = b;
+#endif
+  if (desc) k = (E)~k;
+  return (K)k;
+}
+
+bool after(K ka, uint ia, K kb, uint ib) { return ka > kb || (ka == kb && ia > ib); }
+
+// Slot t of row r = t >> plog holds element i = t & pmask of that row (padding past n).
+__kernel void kiln_sort_keys(__global const E* a, __global K* keys, __global uint* idx, uint n,
+                             uint inner, uint plog, uint used, uint slots, int total_order,
+                             int desc) {
+  const uint pmask = (1u << plog) - 1u;
+  for (uint t = get_global_id(0); t < slots; t += get_global_size(0)) {
+    uint i = t & pmask;
+    K k = KMAX;
+    if (t < used && i < n) {
+      uint r = t >> plog, o = r / inner, q = r - o * inner;
+      k = key_of(a[(o * n + i) * inner + q], total_order, desc);
+    }
+    keys[t] = k;
+    idx[t] = i;
+  }
+}
+
+// Slots x < y = x + j: swapped unless in the order of their stage (ascending where bit k of the
+// row position is clear).
+#define EXCHANGE(KA, IA, x, y, pos)                         \
+  {                                                         \
+    K kx = KA[x], ky = KA[y];                               \
+    uint ix = IA[x], iy = IA[y];                            \
+    if (after(kx, ix, ky, iy) == (((pos) & pmask & k) == 0)) \
+      KA[x] = ky, KA[y] = kx, IA[x] = iy, IA[y] = ix;       \
+  }
+
+// A block of 2 * local size slots in local memory, stages k0..k1 (sort_passes.h).
+__kernel void kiln_sort_local(__global K* keys, __global uint* idx, uint pmask, uint k0, uint k1,
+                              uint j0, __local K* lk, __local uint* li) {
+  const uint l = get_local_id(0), L = get_local_size(0), base = get_group_id(0) * 2u * L;
+  lk[l] = keys[base + l], li[l] = idx[base + l];
+  lk[l + L] = keys[base + l + L], li[l + L] = idx[base + l + L];
+  for (uint k = k0; k <= k1; k <<= 1)
+    for (uint j = k == k0 ? j0 : k >> 1; j > 0; j >>= 1) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      uint x = ((l & ~(j - 1u)) << 1) | (l & (j - 1u)), y = x + j;
+      EXCHANGE(lk, li, x, y, base + x)
+    }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  keys[base + l] = lk[l], idx[base + l] = li[l];
+  keys[base + l + L] = lk[l + L], idx[base + l + L] = li[l + L];
+}
+
+// One step (k, j) across the array: work-item p exchanges one pair.
+__kernel void kiln_sort_global(__global K* keys, __global uint* idx, uint pmask, uint k, uint j) {
+  uint p = get_global_id(0);
+  uint x = ((p & ~(j - 1u)) << 1) | (p & (j - 1u)), y = x + j;
+  EXCHANGE(keys, idx, x, y, x)
+}
+
+// Output element g = (o, i, q) takes the element ranked i in row (o, q), or its index.
+__kernel void kiln_sort_out(__global const E* a, __global const uint* idx, __global E* values,
+                            __global long* indices, uint n, uint inner, uint plog, uint total,
+                            int arg) {
+  for (uint g = get_global_id(0); g < total; g += get_global_size(0)) {
+    uint row = g / inner, q = g - row * inner, o = row / n, i = row - o * n;
+    uint j = idx[((o * inner + q) << plog) + i];
+    if (arg)
+      indices[g] = (long)j;
+    else
+      values[g] = a[(o * n + j) * inner + q];
+  }
+}
+)";
+
+std::string source(Dtype d) {
+  const char* e = d.size() == 1   ? "uchar"
+                  : d.size() == 2 ? "ushort"
+                  : d.size() == 4 ? "uint"
+                                  : "ulong";
+  int kind = d.is_float() ? 2 : (d.is_int() && !d.is_unsigned()) ? 1 : 0;
+  std::ostringstream os;
+  os << "#define E " << e << "\n#define K " << (d.size() == 8 ? "ulong" : "uint")
+     << "\n#define KIND " << kind << "\n";
+  const int bits = static_cast<int>(d.size()) * 8;
+  const uint64_t sign = uint64_t{1} << (bits - 1);
+  uint64_t inf = 0;  // the bits of +inf: exponent all ones, mantissa zero
+  if (d == float16) inf = 0x7c00;
+  if (d == bfloat16) inf = 0x7f80;
+  if (d == float32) inf = 0x7f800000;
+  if (d == float64) inf = 0x7ff0000000000000;
+  os << "#define SIGN ((E)0x" << std::hex << sign << "ul)\n#define MAG ((E)0x" << (sign - 1)
+     << "ul)\n#define INF ((E)0x" << inf << "ul)\n"
+     << kKernels;
+  return os.str();
+}
+
+struct SortKernels {
+  cl_program program = nullptr;
+  cl_kernel keys = nullptr, local = nullptr, global = nullptr, out = nullptr;
+  size_t lanes = 1;  // work-group size of the local passes; a block is twice as many slots
+  std::mutex mu;     // argument state is shared
+};
+
+cl_kernel make(cl_program p, const char* name) {
+  cl_int err = CL_SUCCESS;
+  cl_kernel k = clCreateKernel(p, name, &err);
+  cl_check(err, "clCreateKernel (sort)");
+  return k;
+}
+
+SortKernels& kernels_for(ClDevice& dev, Dtype d) {
+  struct Cache {
+    std::mutex mu;
+    std::map<std::pair<const ClDevice*, int>, std::unique_ptr<SortKernels>> kernels;
+  };
+  static Immortal<Cache> cache;
+  std::lock_guard<std::mutex> lock(cache->mu);
+  auto& slot = cache->kernels[{&dev, static_cast<int>(d.kind)}];
+  if (!slot) {
+    auto k = std::make_unique<SortKernels>();
+    k->program = build_program(dev, source(d), "sort").program;
+    k->keys = make(k->program, "kiln_sort_keys");
+    k->local = make(k->program, "kiln_sort_local");
+    k->global = make(k->program, "kiln_sort_global");
+    k->out = make(k->program, "kiln_sort_out");
+    k->lanes = local_size(dev, k->local);
+    slot = std::move(k);
+  }
+  return *slot;
+}
+
+cl_mem mem_on(ClDevice& dev, Buffer* b, const NativeArgs& a) {
+  auto* cb = dynamic_cast<ClBuffer*>(b);
+  if (!cb || &cb->cl_device() != &dev)
+    throw_error("opencl: ", native_name(a), " got a buffer that is not on ", dev.label(),
+                " (the plan must copy it there first)");
+  return cb->mem();
+}
+
+// Sets the arguments and enqueues; `ev` receives the event when asked for.
+template <typename... Args>
+void launch(cl_command_queue q, cl_kernel k, size_t global, size_t local, cl_event* ev,
+            const Args&... args) {
+  cl_uint i = 0;
+  (cl_check(clSetKernelArg(k, i++, sizeof(Args), &args), "clSetKernelArg (sort)"), ...);
+  cl_check(
+      clEnqueueNDRangeKernel(q, k, 1, nullptr, &global, local ? &local : nullptr, 0, nullptr, ev),
+      "clEnqueueNDRangeKernel (sort)");
+}
+
+// Work-items for a loop over `items`: whole work-groups, a few per compute unit on a CPU device.
+size_t items_grid(const ClDevice& dev, int64_t items, size_t lanes) {
+  int64_t groups = (items + static_cast<int64_t>(lanes) - 1) / static_cast<int64_t>(lanes);
+  if (dev.cpu) groups = std::min<int64_t>(groups, int64_t{4} * dev.compute_units);
+  return static_cast<size_t>(std::max<int64_t>(groups, 1)) * lanes;
+}
+
+}  // namespace
+
+cl_event enqueue_sort(ClDevice& dev, ClPool& pool, cl_command_queue q, const NativeArgs& a,
+                      std::vector<std::shared_ptr<void>>& keep) {
+  std::vector<size_t> bytes;
+  for (Buffer* b : a.buffers) bytes.push_back(b ? b->bytes() : 0);
+  check_native_args(a, bytes);
+  const int64_t total = a.out_elements();
+  if (total == 0) return nullptr;
+  cl_mem in = mem_on(dev, a.buffers[0], a), out = mem_on(dev, a.buffers[1], a);
+  SortKernels& k = kernels_for(dev, a.dtype);
+  const int64_t rows = a.outer * a.inner;
+  SortPlan plan = plan_sort(rows, a.n, static_cast<int64_t>(2 * k.lanes));
+  const size_t key_bytes = a.dtype.size() == 8 ? 8 : 4;
+  auto keys = pool.allocate(static_cast<size_t>(plan.slots) * key_bytes);
+  auto idx = pool.allocate(static_cast<size_t>(plan.slots) * 4);
+  keep = {keys, idx};
+  cl_mem mk = keys->mem(), mi = idx->mem();
+  cl_uint n = static_cast<cl_uint>(a.n), inner = static_cast<cl_uint>(a.inner), plog = 0;
+  while ((int64_t{1} << plog) < plan.padded) ++plog;
+  cl_uint pmask = static_cast<cl_uint>(plan.padded - 1);
+  cl_uint used = static_cast<cl_uint>(rows * plan.padded), slots = static_cast<cl_uint>(plan.slots);
+  cl_int total_order = a.op == Op::Sort ? 1 : 0, desc = a.descending ? 1 : 0;
+  std::lock_guard<std::mutex> lock(k.mu);
+  launch(q, k.keys, items_grid(dev, plan.slots, k.lanes), k.lanes, nullptr, in, mk, mi, n, inner,
+         plog, used, slots, total_order, desc);
+  for (const SortPass& p : plan.passes) {
+    if (p.local) {
+      cl_uint k0 = p.k0, k1 = p.k1, j0 = p.j0;
+      for (cl_uint i = 0; i < 6; ++i) {
+        const void* v[] = {&mk, &mi, &pmask, &k0, &k1, &j0};
+        size_t s[] = {sizeof mk, sizeof mi, 4, 4, 4, 4};
+        cl_check(clSetKernelArg(k.local, i, s[i], v[i]), "clSetKernelArg (sort)");
+      }
+      cl_check(clSetKernelArg(k.local, 6, 2 * k.lanes * key_bytes, nullptr),
+               "clSetKernelArg (sort)");
+      cl_check(clSetKernelArg(k.local, 7, 2 * k.lanes * 4, nullptr), "clSetKernelArg (sort)");
+      size_t global = static_cast<size_t>(plan.slots) / 2, local = k.lanes;
+      cl_check(clEnqueueNDRangeKernel(q, k.local, 1, nullptr, &global, &local, 0, nullptr, nullptr),
+               "clEnqueueNDRangeKernel (sort)");
+    } else {
+      launch(q, k.global, static_cast<size_t>(plan.slots) / 2, k.lanes, nullptr, mk, mi, pmask,
+             cl_uint{p.k0}, cl_uint{p.j0});
+    }
+  }
+  cl_uint count = static_cast<cl_uint>(total);
+  cl_int arg = a.op == Op::Argsort ? 1 : 0;
+  cl_event ev = nullptr;
+  launch(q, k.out, items_grid(dev, total, k.lanes), k.lanes, &ev, in, mi, out, out, n, inner, plog,
+         count, arg);
+  return ev;
+}
+
+}  // namespace kiln::opencl
