@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "backends/vulkan/disk_cache.h"
+#include "graph/env.h"
 #include "graph/error.h"
 #include "graph/log.h"
 
@@ -170,6 +171,11 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
                    (subgroup.supportedOperations & ops) == ops;
   for (int i = 0; i < 3; ++i) info.max_groups[i] = lim.maxComputeWorkGroupCount[i];
   info.max_storage_range = lim.maxStorageBufferRange;
+  // Lowered (never raised) by KILN_VULKAN_STORAGE_RANGE, so that tests reach the by-address
+  // forms of the shaders with small buffers.
+  if (std::optional<uint64_t> r =
+          env_count("KILN_VULKAN_STORAGE_RANGE", "the largest buffer bound as a storage buffer"))
+    info.max_storage_range = std::min<uint64_t>(info.max_storage_range, *r);
   info.max_push_bytes = lim.maxPushConstantsSize;
   // llvmpipe (lavapipe) ends every shader loop after 65535 iterations in all, per invocation
   // (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS, shared between the loops of a shader): a longer loop
