@@ -20,13 +20,17 @@ SortPlan plan_sort(int64_t rows, int64_t n, int64_t block) {
   p.slots = (rows * p.padded + block - 1) / block * block;
   if (p.padded == 1) return p;
   // Rows no longer than a block sort entirely in local memory; longer ones sort their blocks
-  // there, then each stage k > block takes global steps down to j = block and finishes locally.
+  // there, then each stage k > block takes global steps down to j = block (two a pass while
+  // both are wide) and finishes locally.
   auto first = static_cast<uint32_t>(std::min(p.padded, block));
   p.passes.push_back({true, 2, first, 1});
   for (int64_t k = 2 * block; k <= p.padded; k *= 2) {
-    for (int64_t j = k / 2; j >= block; j /= 2)
-      p.passes.push_back(
-          {false, static_cast<uint32_t>(k), static_cast<uint32_t>(k), static_cast<uint32_t>(j)});
+    for (int64_t j = k / 2; j >= block;) {
+      const uint32_t steps = j / 2 >= block ? 2 : 1;
+      p.passes.push_back({false, static_cast<uint32_t>(k), static_cast<uint32_t>(k),
+                          static_cast<uint32_t>(j), steps});
+      j >>= steps;
+    }
     p.passes.push_back({true, static_cast<uint32_t>(k), static_cast<uint32_t>(k),
                         static_cast<uint32_t>(block / 2)});
   }

@@ -11,10 +11,13 @@
 namespace kiln {
 
 // Local: the stages k = k0, 2 k0, ..., k1 inside each block, the first from distance j0 down
-// to 1 and the others from k / 2. Global: the one step (k0, j0) across the array.
+// to 1 and the others from k / 2. Global: the step (k0, j0) across the array, and with
+// steps = 2 the step (k0, j0 / 2) after it in the same pass (a work-item holds the four slots
+// both steps touch), which halves the passes over memory.
 struct SortPass {
   bool local = true;
   uint32_t k0 = 0, k1 = 0, j0 = 0;
+  uint32_t steps = 1;
 };
 
 struct SortPlan {

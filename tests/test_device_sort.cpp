@@ -103,8 +103,8 @@ std::vector<const char*> sort_devices() {
 
 }  // namespace
 
-// The plan: one local pass for rows within a block; beyond, global steps down to the block and
-// a local finish per stage; slots padded to whole blocks.
+// The plan: one local pass for rows within a block; beyond, global steps down to the block (two
+// a pass while both are wide) and a local finish per stage; slots padded to whole blocks.
 TEST(DeviceSort, PlanCoversEveryStage) {
   SortPlan p = plan_sort(3, 5, 256);
   EXPECT_EQ(p.padded, 8);
@@ -112,15 +112,27 @@ TEST(DeviceSort, PlanCoversEveryStage) {
   ASSERT_EQ(p.passes.size(), 1u);
   EXPECT_TRUE(p.passes[0].local);
   EXPECT_EQ(p.passes[0].k1, 8u);
-  p = plan_sort(2, 1000, 256);  // P = 1024: stages 512 and 1024 go global at j = 512 ... 256
+  // P = 1024: stage 512 takes the global step 256, stage 1024 the steps 512 and 256 in one pass.
+  p = plan_sort(2, 1000, 256);
   EXPECT_EQ(p.slots, 2048);
-  ASSERT_EQ(p.passes.size(), 6u);
+  ASSERT_EQ(p.passes.size(), 5u);
   EXPECT_FALSE(p.passes[1].local);
   EXPECT_EQ(p.passes[1].k0, 512u);
   EXPECT_EQ(p.passes[1].j0, 256u);
+  EXPECT_EQ(p.passes[1].steps, 1u);
   EXPECT_TRUE(p.passes[2].local);
   EXPECT_EQ(p.passes[2].j0, 128u);
-  EXPECT_EQ(p.passes[5].k0, 1024u);
+  EXPECT_FALSE(p.passes[3].local);
+  EXPECT_EQ(p.passes[3].j0, 512u);
+  EXPECT_EQ(p.passes[3].steps, 2u);
+  EXPECT_EQ(p.passes[4].k0, 1024u);
+  // P = 2^20 in blocks of 512: 12 local passes and 66 global steps in 36 passes.
+  p = plan_sort(1, 1 << 20, 512);
+  size_t global = 0, steps = 0;
+  for (const SortPass& s : p.passes) global += !s.local, steps += s.local ? 0 : s.steps;
+  EXPECT_EQ(p.passes.size() - global, 12u);
+  EXPECT_EQ(steps, 66u);
+  EXPECT_EQ(global, 36u);
   EXPECT_TRUE(plan_sort(4, 1, 256).passes.empty());
   test::expect_error([] { plan_sort(1 << 20, 3000, 256); }, {"sort", "2^31"});
 }

@@ -82,11 +82,34 @@ __kernel void kiln_sort_local(__global K* keys, __global uint* idx, uint pmask, 
   keys[base + l + L] = lk[l + L], idx[base + l + L] = li[l + L];
 }
 
-// One step (k, j) across the array: work-item p exchanges one pair.
-__kernel void kiln_sort_global(__global K* keys, __global uint* idx, uint pmask, uint k, uint j) {
+// The step (k, j) across the array, work-item p exchanging one pair; or with steps = 2 the
+// steps j and j / 2, work-item p holding the four slots x, x + j / 2, x + j, x + 3 j / 2 (one
+// direction: k > j).
+#define SWAP_IF(ka, ia, kb, ib)         \
+  if (after(ka, ia, kb, ib) == up) {    \
+    K kt = ka;                          \
+    uint it = ia;                       \
+    ka = kb, kb = kt, ia = ib, ib = it; \
+  }
+__kernel void kiln_sort_global(__global K* keys, __global uint* idx, uint pmask, uint k, uint j,
+                               uint steps) {
   uint p = get_global_id(0);
-  uint x = ((p & ~(j - 1u)) << 1) | (p & (j - 1u)), y = x + j;
-  EXCHANGE(keys, idx, x, y, x)
+  if (steps == 1u) {
+    uint x = ((p & ~(j - 1u)) << 1) | (p & (j - 1u)), y = x + j;
+    EXCHANGE(keys, idx, x, y, x)
+    return;
+  }
+  uint h = j >> 1, t = ((p & ~(h - 1u)) << 1) | (p & (h - 1u));
+  uint x = ((t & ~(j - 1u)) << 1) | (t & (j - 1u));
+  bool up = (x & pmask & k) == 0;
+  K k0 = keys[x], k1 = keys[x + h], k2 = keys[x + j], k3 = keys[x + j + h];
+  uint i0 = idx[x], i1 = idx[x + h], i2 = idx[x + j], i3 = idx[x + j + h];
+  SWAP_IF(k0, i0, k2, i2)
+  SWAP_IF(k1, i1, k3, i3)
+  SWAP_IF(k0, i0, k1, i1)
+  SWAP_IF(k2, i2, k3, i3)
+  keys[x] = k0, keys[x + h] = k1, keys[x + j] = k2, keys[x + j + h] = k3;
+  idx[x] = i0, idx[x + h] = i1, idx[x + j] = i2, idx[x + j + h] = i3;
 }
 
 // Output element g = (o, i, q) takes the element ranked i in row (o, q), or its index.
@@ -228,8 +251,8 @@ cl_event enqueue_sort(ClDevice& dev, ClPool& pool, cl_command_queue q, const Nat
       cl_check(clEnqueueNDRangeKernel(q, k.local, 1, nullptr, &global, &local, 0, nullptr, nullptr),
                "clEnqueueNDRangeKernel (sort)");
     } else {
-      launch(q, k.global, static_cast<size_t>(plan.slots) / 2, k.lanes, nullptr, mk, mi, pmask,
-             cl_uint{p.k0}, cl_uint{p.j0});
+      launch(q, k.global, static_cast<size_t>(plan.slots) / (2 * p.steps), k.lanes, nullptr, mk, mi,
+             pmask, cl_uint{p.k0}, cl_uint{p.j0}, cl_uint{p.steps});
     }
   }
   cl_uint count = static_cast<cl_uint>(total);

@@ -114,17 +114,41 @@ void main() {
 }
 )";
 
-// One step (k0, j0) across the array: an invocation exchanges pair p.
-const char* kGlobalMain = R"(void main() {
-  uint j = pc.j0;
+// The step (k0, j0) across the array, an invocation exchanging pair p; or with steps = 2 the
+// steps j0 and j0 / 2, invocation p holding the four slots x, x + j0 / 2, x + j0, x + 3 j0 / 2
+// (one direction: k0 > j0).
+const char* kGlobalMain =
+    R"(void order(inout KT ka, inout uint ia, inout KT kb, inout uint ib, bool up) {
+  if (after(ka, ia, kb, ib) == up) {
+    KT kt = ka;
+    uint it = ia;
+    ka = kb, kb = kt, ia = ib, ib = it;
+  }
+}
+void main() {
+  uint j = pc.j0, h = j >> 1;
   for (uint p = group_index() * LANES + gl_LocalInvocationID.x; p < pc.count;
        p += group_count() * LANES) {
-    uint x = ((p & ~(j - 1u)) << 1) | (p & (j - 1u)), y = x + j;
-    KT kx = keys.d[x], ky = keys.d[y];
-    uint ix = idx.d[x], iy = idx.d[y];
-    if (out_of_order(x, pc.k0, kx, ix, ky, iy)) {
-      keys.d[x] = ky, keys.d[y] = kx, idx.d[x] = iy, idx.d[y] = ix;
+    if (pc.steps == 1u) {
+      uint x = ((p & ~(j - 1u)) << 1) | (p & (j - 1u)), y = x + j;
+      KT kx = keys.d[x], ky = keys.d[y];
+      uint ix = idx.d[x], iy = idx.d[y];
+      if (out_of_order(x, pc.k0, kx, ix, ky, iy)) {
+        keys.d[x] = ky, keys.d[y] = kx, idx.d[x] = iy, idx.d[y] = ix;
+      }
+      continue;
     }
+    uint t = ((p & ~(h - 1u)) << 1) | (p & (h - 1u));
+    uint x = ((t & ~(j - 1u)) << 1) | (t & (j - 1u));
+    bool up = ((x & pmask()) & pc.k0) == 0u;
+    KT k0 = keys.d[x], k1 = keys.d[x + h], k2 = keys.d[x + j], k3 = keys.d[x + j + h];
+    uint i0 = idx.d[x], i1 = idx.d[x + h], i2 = idx.d[x + j], i3 = idx.d[x + j + h];
+    order(k0, i0, k2, i2, up);
+    order(k1, i1, k3, i3, up);
+    order(k0, i0, k1, i1, up);
+    order(k2, i2, k3, i3, up);
+    keys.d[x] = k0, keys.d[x + h] = k1, keys.d[x + j] = k2, keys.d[x + j + h] = k3;
+    idx.d[x] = i0, idx.d[x + h] = i1, idx.d[x + j] = i2, idx.d[x + j + h] = i3;
   }
 }
 )";
@@ -195,7 +219,7 @@ std::string sort_glsl(Dtype d, SortStage stage, bool by_address) {
      << "\n#define KMAX " << (wide ? "uvec2(0xffffffffu)" : "0xffffffffu") << "\n"
      << "layout(local_size_x = " << kSortLanes << ") in;\n"
      << "layout(push_constant) uniform Push { uint n, inner, plog, used, slots, count, total, "
-        "total_order, desc, argsort, k0, k1, j0, pad; uvec2 a0, a1, a2, a3; } pc;\n";
+        "total_order, desc, argsort, k0, k1, j0, steps; uvec2 a0, a1, a2, a3; } pc;\n";
   if (by_address) {
     const char* head = "layout(buffer_reference, std430, buffer_reference_align = 16) buffer ";
     os << head << "RA { uint d[]; };\n"

@@ -26,7 +26,7 @@ struct SortPush {
   uint32_t slots = 0, count = 0;                  // count: items the invocations loop over
   uint32_t total = 0;                             // output elements
   uint32_t total_order = 0, desc = 0, argsort = 0;
-  uint32_t k0 = 0, k1 = 0, j0 = 0, pad = 0;
+  uint32_t k0 = 0, k1 = 0, j0 = 0, steps = 1;  // as SortPass
   uint64_t address[4] = {0, 0, 0, 0};
 };
 

@@ -862,8 +862,10 @@ class VulkanQueue : public Queue {
       if (p.local)
         add(vulkan::SortStage::Local, blocks, blocks, 64);
       else
-        add(vulkan::SortStage::Global, plan.slots / 2, (plan.slots / 2 + lanes - 1) / lanes, 1);
-      ds.back().push.k0 = p.k0, ds.back().push.k1 = p.k1, ds.back().push.j0 = p.j0;
+        add(vulkan::SortStage::Global, plan.slots / (2 * p.steps),
+            (plan.slots / (2 * p.steps) + lanes - 1) / lanes, 1);
+      vulkan::SortPush& push = ds.back().push;
+      push.k0 = p.k0, push.k1 = p.k1, push.j0 = p.j0, push.steps = p.steps;
     }
     int64_t per_word = a.op == Op::Sort ? vulkan::gather_elements_per_word(a.dtype.size()) : 1;
     int64_t words = (total + per_word - 1) / per_word;
