@@ -53,6 +53,10 @@ void hash_pass(Hasher& h, const std::vector<Value>& body, const std::optional<Re
     h.pod(v.binary);
     h.pod(v.dist);
     if (v.param < 0) h.pod(v.key);
+    if (v.kind == ValueKind::Gather) {  // only here, so other kernels keep their hash
+      h.dim(v.step);
+      h.dim(v.extent);
+    }
   }
   h.pod(reduce.has_value());
   if (reduce) {
@@ -87,7 +91,8 @@ std::string map_str(const IndexMap& m) {
 bool Value::operator==(const Value& o) const {
   return kind == o.kind && dtype == o.dtype && a == o.a && b == o.b && c == o.c &&
          buffer == o.buffer && map == o.map && constant == o.constant && unary == o.unary &&
-         binary == o.binary && dist == o.dist && key == o.key && param == o.param;
+         binary == o.binary && dist == o.dist && key == o.key && param == o.param &&
+         step == o.step && extent == o.extent;
 }
 
 int64_t launch_word(const Scalar& s) {
@@ -119,6 +124,7 @@ int Kernel::num_params() const {
   auto see_body = [&](const std::vector<Value>& values) {
     for (const Value& v : values) {
       if (v.kind == ValueKind::Index) see_map(v.map);
+      if (v.kind == ValueKind::Gather) see(v.step.param), see(v.extent.param);
       see(v.param);
     }
   };
@@ -183,6 +189,9 @@ void Kernel::validate() const {
         !buffers[out].output || !(buffers[in].map == buffers[out].map) ||
         !(buffers[in].dtype == buffers[out].dtype))
       fail("an in-place pair is not an element-wise (input, output) of one map and dtype");
+    for (const Value& v : body)
+      if (v.kind == ValueKind::Gather && v.buffer == in)
+        fail("an in-place input is gathered (read at other elements than the one written)");
   }
   int n = ndim();
   for (const KernelBuffer& b : buffers)
@@ -205,6 +214,17 @@ void Kernel::validate() const {
       case ValueKind::Index:
         if (static_cast<int>(v.map.strides.size()) != n) fail("index map rank is not the domain's");
         break;
+      case ValueKind::Gather:
+        need(v.a);
+        if (v.buffer < 0 || v.buffer >= static_cast<int>(buffers.size()))
+          fail("gather from a missing buffer");
+        if (buffers[v.buffer].output) fail("gather from an output buffer");
+        if (buffers[v.buffer].dtype != v.dtype) fail("gather dtype differs from its buffer's");
+        if (body[v.a].dtype != int64) fail("a gather index is not int64");
+        if ((!v.step.is_runtime() && v.step.value < 0) ||
+            (!v.extent.is_runtime() && v.extent.value < 0))
+          fail("a gather's step or extent is negative");
+        break;
       case ValueKind::Unary:
       case ValueKind::Cast: need(v.a); break;
       case ValueKind::Random:
@@ -226,7 +246,8 @@ void Kernel::validate() const {
       for (int op : {v.a, v.b, v.c})
         if (op >= 0 && op < reduce_at && body[op].kind != ValueKind::Constant)
           fail("epilogue value " + std::to_string(i) + " uses a prologue value");
-      const IndexMap* m = v.kind == ValueKind::Load    ? &buffers[v.buffer].map
+      const IndexMap* m = v.kind == ValueKind::Load || v.kind == ValueKind::Gather
+                              ? &buffers[v.buffer].map
                           : v.kind == ValueKind::Index ? &v.map
                                                        : nullptr;
       for (int k = n - (reduce ? reduce->naxes : 0); m && k < n; ++k)
@@ -285,7 +306,7 @@ void Kernel::validate_rows() const {
                .append(" is not an output exactly when a pass stores it"));
   for (size_t i = 0; i < passes.size(); ++i) {
     for (const Value& v : passes[i].body)
-      if (v.kind == ValueKind::Load && v.buffer >= 0 &&
+      if ((v.kind == ValueKind::Load || v.kind == ValueKind::Gather) && v.buffer >= 0 &&
           v.buffer < static_cast<int>(buffers.size()) && stored_by[v.buffer] >= static_cast<int>(i))
         fail(std::string("pass ")
                  .append(std::to_string(i))
@@ -363,14 +384,25 @@ void Kernel::validate_launch(const std::vector<int64_t>& params,
     if (x < 0) fail("a negative extent");
   for (int64_t x : e)
     if (x == 0) return;  // an empty domain touches nothing
-  auto in_bounds = [&](const IndexMap& m, int64_t size, const std::string& what) {
+  // A gathered buffer reaches its map's elements plus any of the extent rows a Gather picks.
+  std::vector<int64_t> rows_span(buffers.size(), 0);
+  for (const Value& v : body)
+    if (v.kind == ValueKind::Gather) {
+      int64_t step = v.step.eval(params.data()), extent = v.extent.eval(params.data());
+      if (step < 0 || extent < 1)
+        fail("a gather of " + std::to_string(extent) + " rows " + std::to_string(step) +
+             " apart (needs a step >= 0 and at least one row)");
+      rows_span[v.buffer] = std::max(rows_span[v.buffer], step * (extent - 1));
+    }
+  auto in_bounds = [&](const IndexMap& m, int64_t size, int64_t rows, const std::string& what) {
     auto [lo, hi] = map_range(m, e, params.data());
+    hi += rows;
     if (lo < 0 || hi >= size)
       fail(what + " reaches elements " + std::to_string(lo) + ".." + std::to_string(hi) + " of " +
            std::to_string(size));
   };
   for (size_t b = 0; b < buffers.size(); ++b)
-    in_bounds(buffers[b].map, elements[b], "buffer b" + std::to_string(b));
+    in_bounds(buffers[b].map, elements[b], rows_span[b], "buffer b" + std::to_string(b));
   check_outputs_written_once(params);
   // A donated input shares the output's memory: it may be read only where that output is
   // written (every load precedes the point's stores), never at another element.
@@ -424,6 +456,10 @@ void write_pass(std::ostringstream& os, const std::vector<Value>& body,
         os << " v" << v.a;
         break;
       case ValueKind::Reduce: os << "reduce v" << v.a; break;
+      case ValueKind::Gather:
+        os << "gather b" << v.buffer << " v" << v.a << " step " << dim_str(v.step) << " extent "
+           << dim_str(v.extent);
+        break;
     }
     os << "\n";
   }

@@ -14,7 +14,9 @@
 //     exactly one value of kind Reduce. Values before it (the prologue) run once per domain point;
 //     values after it (the epilogue) run once per output element and may use only the Reduce
 //     value, Constants and other epilogue values; epilogue Loads and Indexes have stride 0 on
-//     the reduced axes.
+//     the reduced axes. A Gather reads its buffer at map(point) plus a row the index value a
+//     picks (clamped), so the buffer's map spans only the other axes; its epilogue rule is
+//     Load's.
 //  5. Stores write each output element exactly once: with a reduction, output maps have stride 0
 //     on the reduced axes and are written after the reduction completes. A buffer that is both
 //     read and written is read only at the element being written, before the write.
@@ -84,14 +86,18 @@ enum class ValueKind : uint8_t {
   Random,    // counter-based random value of `dist` from counter a (int64) and the key: value
              // b (uint64) when b >= 0, else `key` or params[param]
   Reduce,    // Kernel::reduce->op of a over the reduced axes (int64 position for argmax)
+  Gather,    // buffers[buffer] at map(point) + clamp(wrap(a)) * step: a (int64) indexes an axis
+             // of `extent` rows `step` elements apart; wrap adds extent to a negative index and
+             // clamp keeps it in [0, extent-1] (take's rule), so the access stays in the buffer
 };
 
 struct Value {
   ValueKind kind = ValueKind::Constant;
   Dtype dtype = float32;
   int a = -1, b = -1, c = -1;  // operand value indices
-  int buffer = -1;             // Load
+  int buffer = -1;             // Load, Gather
   IndexMap map;                // Index
+  Dim step, extent;            // Gather: the gathered axis' stride and extent
   Scalar constant;             // Constant with param < 0 (an immediate)
   UnaryOp unary = UnaryOp::Negative;
   BinaryOp binary = BinaryOp::Add;

@@ -77,6 +77,11 @@ Value read_value(TextReader& r) {
       v.constant.i = v.dtype == uint64 ? static_cast<int64_t>(r.unsigned_integer()) : r.integer();
       v.constant.f = static_cast<double>(v.constant.i);
     }
+  } else if (op == "gather") {
+    v.kind = ValueKind::Gather, v.buffer = read_ref(r, "b");
+    r.expect(" "), v.a = read_ref(r, "v");
+    r.expect(" step "), v.step = read_dim(r);
+    r.expect(" extent "), v.extent = read_dim(r);
   } else if (op == "index") {
     v.kind = ValueKind::Index, v.map = read_map(r);
   } else if (op == "select") {

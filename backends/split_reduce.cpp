@@ -17,7 +17,9 @@ bool all_constant(const Kernel& k) {
   for (const KernelBuffer& b : k.buffers)
     if (!constant_map(b.map)) return false;
   for (const Value& v : k.body)
-    if (v.kind == ValueKind::Index && !constant_map(v.map)) return false;
+    if ((v.kind == ValueKind::Index && !constant_map(v.map)) ||
+        (v.kind == ValueKind::Gather && (v.step.is_runtime() || v.extent.is_runtime())))
+      return false;
   for (const Dim& d : k.domain)  // the kept extents size the scratch buffer
     if (d.is_runtime()) return false;
   return true;

@@ -23,10 +23,19 @@ bool constant_dims(const Kernel& k) {
   return true;
 }
 
+// Whether the kernel reads some buffer through a Gather: the passes of a row kernel share
+// buffers by node and map, which a gathered read (other rows than the map's) would break.
+bool gathers(const Kernel& k) {
+  for (const Value& v : k.body)
+    if (v.kind == ValueKind::Gather) return true;
+  return false;
+}
+
 // A kernel that may be a pass: a plain kernel of constant dims (not a row kernel, no in-place
-// pair).
+// pair, no gathered read).
 bool pass_candidate(const FusedStep& s) {
-  return s.kernel && !s.kernel->is_rows() && s.kernel->in_place.empty() && constant_dims(*s.kernel);
+  return s.kernel && !s.kernel->is_rows() && s.kernel->in_place.empty() &&
+         constant_dims(*s.kernel) && !gathers(*s.kernel);
 }
 
 // Whether a reduction reads some buffer contiguously along its innermost reduced axis: a row

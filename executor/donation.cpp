@@ -29,10 +29,18 @@ std::vector<std::vector<int>> memory_of_inputs(const Plan& plan) {
   return mem;
 }
 
+// Whether buffer b of kernel `k` is read through a Gather (at rows an index picks).
+bool gathered(const Kernel& k, size_t b) {
+  for (const Value& v : k.body)
+    if (v.kind == ValueKind::Gather && v.buffer == static_cast<int>(b)) return true;
+  return false;
+}
+
 // Whether kernel task `w` reads slot `via` only through `map` (the output's index map).
 bool reads_only_at(const Task& w, int via, const IndexMap& map) {
   for (size_t b = 0; b < w.slots.size(); ++b)
-    if (w.slots[b] == via && !w.kernel->buffers[b].output && !(w.kernel->buffers[b].map == map))
+    if (w.slots[b] == via && !w.kernel->buffers[b].output &&
+        (!(w.kernel->buffers[b].map == map) || gathered(*w.kernel, b)))
       return false;
   return true;
 }

@@ -396,6 +396,7 @@ class Codegen {
         return x.param == y.param && (x.param >= 0 || x.constant == y.constant);
       case ValueKind::Index: return x.map == y.map;
       case ValueKind::Random:
+      case ValueKind::Gather:
       case ValueKind::Reduce: return false;
       default: break;
     }
@@ -504,8 +505,8 @@ class Codegen {
     for (int i = 0; i < end; ++i) {
       const Value& v = k_->body[i];
       bool fixed = true;
-      if (v.kind == ValueKind::Load || v.kind == ValueKind::Index) {
-        const IndexMap& m = v.kind == ValueKind::Load ? k_->buffers[v.buffer].map : v.map;
+      if (v.kind == ValueKind::Load || v.kind == ValueKind::Gather || v.kind == ValueKind::Index) {
+        const IndexMap& m = v.kind == ValueKind::Index ? v.map : k_->buffers[v.buffer].map;
         for (int a = kept; a < k_->ndim(); ++a) fixed = fixed && m.strides[a] == Dim::constant(0);
       } else if (v.kind == ValueKind::Random) {
         fixed = false;
@@ -542,6 +543,24 @@ class Codegen {
     return b_.CreateInBoundsGEP(t, buf_ptrs_[buffer], address(k_->buffers[buffer].map));
   }
 
+  // A Gather's element: the map's address plus the row its index picks, the index wrapped
+  // once (a negative one counts from the end) and clamped into [0, extent-1] (kernel_ir.h), so
+  // the load stays inside the buffer whatever the index. A load at a computed address: LLVM
+  // may vectorise it as a gather.
+  llvm::Value* gathered_ptr(const Value& v) {
+    llvm::Value* extent = dim(v.extent);
+    llvm::Value* a = vals_[v.a];
+    llvm::Value* zero = i64(0);
+    llvm::Value* row = b_.CreateSelect(b_.CreateICmpSLT(a, zero), b_.CreateAdd(a, extent), a);
+    row = b_.CreateSelect(b_.CreateICmpSLT(row, zero), zero, row);
+    llvm::Value* last = b_.CreateSub(extent, i64(1));
+    row = b_.CreateSelect(b_.CreateICmpSGT(row, last), last, row);
+    llvm::Value* at =
+        b_.CreateNSWAdd(address(k_->buffers[v.buffer].map), b_.CreateNSWMul(row, dim(v.step)));
+    Type* t = mem_type(k_->buffers[v.buffer].dtype);
+    return b_.CreateInBoundsGEP(t, buf_ptrs_[v.buffer], at);
+  }
+
   // ---- values ------------------------------------------------------------------------------
   llvm::Value* emit_value(int i) {
     const Value& v = k_->body[i];
@@ -549,6 +568,7 @@ class Codegen {
       case ValueKind::Load: {
         return load_elem(k_->buffers[v.buffer].dtype, element_ptr(v.buffer));
       }
+      case ValueKind::Gather: return load_elem(k_->buffers[v.buffer].dtype, gathered_ptr(v));
       case ValueKind::Constant: return constant(v);
       case ValueKind::Index: return address(v.map);
       case ValueKind::Unary: return unary(v.unary, vals_[v.a], v.dtype);

@@ -103,7 +103,23 @@ std::string OpenclDialect::load(int b) {
     return buf.map.strides.back() == Dim::constant(0)
                ? "(float16)(b" + std::to_string(b) + "[" + address(buf.map) + "])"
                : "vload16(0, b" + std::to_string(b) + " + " + address(buf.map) + ")";
-  std::string x = "b" + std::to_string(b) + "[" + address(buf.map) + "]";
+  return element(b, address(buf.map));
+}
+
+// The row a Gather's index picks: wrapped once, then clamped into [0, extent-1] (kernel_ir.h).
+// Kernels with a Gather never take the float16 form (vector_values), so this is scalar.
+std::string OpenclDialect::gather(const Value& v) {
+  std::string a = name(v.a), e = dim(v.extent);
+  std::string row =
+      "clamp((" + a + " < 0L ? " + a + " + " + e + " : " + a + "), 0L, " + e + " - 1L)";
+  return element(v.buffer, "(" + address(kernel().buffers[v.buffer].map) + " + " + row + " * " +
+                               dim(v.step) + ")");
+}
+
+// Element `at` of buffer b as a value (half and bool storage converted).
+std::string OpenclDialect::element(int b, const std::string& at) {
+  const KernelBuffer& buf = kernel().buffers[b];
+  std::string x = "b" + std::to_string(b) + "[" + at + "]";
   if (buf.dtype == float16) return "kiln_h2f(" + x + ")";
   if (buf.dtype == bfloat16) return "kiln_bf2f(" + x + ")";
   if (buf.dtype.is_bool()) return "(uchar)(" + x + " != 0)";

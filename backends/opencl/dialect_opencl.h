@@ -21,6 +21,7 @@ class OpenclDialect : public source::WorkgroupDialect {
   std::string define(Dtype d, const std::string& name, const std::string& e) override;
   std::string constant(int value) override;
   std::string load(int buffer) override;
+  std::string gather(const Value& v) override;
   std::string store(const Store& s, const std::string& ind) override;
   std::string index(const Value& v) override;
   std::string unary(const Value& v) override;
@@ -41,6 +42,7 @@ class OpenclDialect : public source::WorkgroupDialect {
                    const std::string& ind) override;
 
  private:
+  std::string element(int b, const std::string& at);
   // A float32 kernel whose loads are contiguous or constant along the last axis, whose stores
   // are contiguous along it, and whose every op OpenCL C defines on vectors (see vector_run).
   bool vector_form() const;

@@ -1,5 +1,6 @@
 #include "backends/reference/reference.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -166,6 +167,15 @@ class Interpreter {
           break;
         }
         case ValueKind::Index: out.i = address(v.map, point); break;
+        case ValueKind::Gather: {  // take's rule: wrap once, then clamp (kernel_ir.h)
+          int64_t extent = v.extent.eval(args_.params.data()), row = vals_[v.a].i;
+          if (row < 0) row += extent;
+          row = std::clamp<int64_t>(row, 0, extent - 1);
+          out = load(
+              ptrs_[v.buffer], v.dtype,
+              address(k_.buffers[v.buffer].map, point) + row * v.step.eval(args_.params.data()));
+          break;
+        }
         case ValueKind::Unary: out = scalar::unary(v.unary, vals_[v.a], v.dtype); break;
         case ValueKind::Binary:
           out = scalar::binary(v.binary, vals_[v.a], vals_[v.b], k_.body[v.a].dtype);

@@ -34,6 +34,8 @@ class Dialect {
   // A Constant: an immediate or a launch scalar.
   virtual std::string constant(int value) = 0;
   virtual std::string load(int buffer) = 0;
+  // A Gather: the buffer's element at its map's address plus gather_row(v) * v.step.
+  virtual std::string gather(const Value& v) = 0;
   // The statement(s) storing s.value to its buffer, each line starting with `ind`.
   virtual std::string store(const Store& s, const std::string& ind) = 0;
   virtual std::string index(const Value& v) = 0;

@@ -12,6 +12,7 @@ std::string Emitter::expr(int i) {
   const Value& val = k_.body[i];
   switch (val.kind) {
     case ValueKind::Load: return d_.load(val.buffer);
+    case ValueKind::Gather: return d_.gather(val);
     case ValueKind::Constant: return d_.constant(i);
     case ValueKind::Index: return d_.index(val);
     case ValueKind::Unary: return d_.unary(val);

@@ -152,6 +152,23 @@ std::string GlslDialect::load(int b) {
     if (lane >= 0) return L + "[" + std::to_string(lane) + "]";
     return arr + "[uint(" + a + " >> 2)][uint(" + a + " & IDX(3))]";
   }
+  return scalar_element(b, a);
+}
+
+// The row a Gather's index picks, wrapped once and clamped into [0, extent-1] in int64
+// (kernel_ir.h), then the element that row's offset reaches. A gathered buffer is never read as
+// vectors (find_vector_buffers), so this is the scalar access.
+std::string GlslDialect::gather(const Value& v) {
+  std::string a = name(v.a), e = "int64_t(" + dim(v.extent) + ")";
+  std::string row =
+      "IDX(clamp((" + a + " < 0l ? " + a + " + " + e + " : " + a + "), 0l, " + e + " - 1l))";
+  return scalar_element(v.buffer, "(" + address(kernel().buffers[v.buffer].map) + " + " + row +
+                                      " * " + dim(v.step) + ")");
+}
+
+std::string GlslDialect::scalar_element(int b, const std::string& a) {
+  Dtype d = kernel().buffers[b].dtype;
+  std::string arr = "b" + std::to_string(b) + ".d";
   int bits = packed_bits(d);
   if (!bits) return arr + "[uint(" + a + ")]";
   std::string word =
@@ -519,6 +536,8 @@ std::string GlslDialect::vector_end() {
 void GlslDialect::find_vector_buffers() {
   width = f_.wide_access && f_.int64 ? 8 : 4;
   if (kernel().reduce || kernel().ndim() != 1) return;
+  for (const Value& v : kernel().body)
+    if (v.kind == ValueKind::Gather) return;  // rows at computed addresses: scalar access
   std::set<int> vec;
   for (int b = 0; b < static_cast<int>(kernel().buffers.size()); ++b) {
     const KernelBuffer& kb = kernel().buffers[b];

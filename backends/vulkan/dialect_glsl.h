@@ -26,6 +26,7 @@ class GlslDialect : public source::ShaderDialect {
   std::string dim(const Dim& d) override;
   std::string constant(int value) override;
   std::string load(int buffer) override;
+  std::string gather(const Value& v) override;
   std::string store(const Store& s, const std::string& ind) override;
   std::string index(const Value& v) override;
   std::string unary(const Value& v) override;
@@ -64,6 +65,8 @@ class GlslDialect : public source::ShaderDialect {
   int lane = -1;
 
  private:
+  // Element `a` (an IDX expression) of buffer b, read as a scalar (8/16-bit types unpacked).
+  std::string scalar_element(int b, const std::string& a);
   static std::string from_bits(Dtype d, const std::string& bits);
   static std::string to_bits(Dtype d, const std::string& x);
   static std::string truth(Dtype d, const std::string& x);
