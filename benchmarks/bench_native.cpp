@@ -188,6 +188,40 @@ double max_rel_diff(const std::vector<float>& got, const std::vector<float>& wan
   return d;
 }
 
+// take(W, ids) * s + b compiled on `dev` (W rows x width float32, m ids): the gather read
+// through its indices inside the element-wise kernel, against the same function traced with
+// KILN_GATHER_FUSION=0 (the gather stored by its library call, then read back). Timed rep by rep
+// alternately (a busy moment of a shared machine slows both), fastest of `reps` each.
+struct FusedGather {
+  double fused_ms = 1e30, stored_ms = 1e30;
+  bool same = false;
+};
+FusedGather fused_gather(Device dev, int64_t rows, int64_t width, int64_t m, int reps) {
+  StreamScope on(dev);
+  Array w = random::normal({rows, width}, float32, random::key(3), dev);
+  Array ids = astype(
+      random::uniform(0, static_cast<double>(rows), {m}, float32, random::key(4), dev), int64, dev);
+  Array s = random::normal({width}, float32, random::key(5), dev);
+  Array b = random::normal({width}, float32, random::key(6), dev);
+  eval({w, ids, s, b});
+  auto embed = [](const std::vector<Array>& x) {
+    return std::vector<Array>{take(x[0], x[1], 0) * x[2] + x[3]};
+  };
+  // Each traces (and so plans) at its first call, under the setting it is timed with.
+  auto fused = compile(embed), stored = compile(embed);
+  std::vector<float> a = fused({w, ids, s, b})[0].to_vector<float>();
+  setenv("KILN_GATHER_FUSION", "0", 1);
+  std::vector<float> c = stored({w, ids, s, b})[0].to_vector<float>();
+  unsetenv("KILN_GATHER_FUSION");
+  FusedGather r;
+  r.same = a == c;
+  for (int i = 0; i < reps; ++i) {
+    r.fused_ms = std::min(r.fused_ms, best_ms(1, [&] { eval(fused({w, ids, s, b})); }));
+    r.stored_ms = std::min(r.stored_ms, best_ms(1, [&] { eval(stored({w, ids, s, b})); }));
+  }
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -416,6 +450,16 @@ int main(int argc, char** argv) {
   for (const auto& [dev, r] : sort_lowering)
     std::printf("%-10s %10.3f %12.3f %8.1fx  %s\n", dev.c_str(), r.kernel_ms, r.lowered_ms,
                 r.lowered_ms / r.kernel_ms, r.same ? "equal" : "DIFFER");
+
+  const int64_t rows = 50000, width = 512, m = 65536;
+  FusedGather fg = fused_gather(cpu, rows, width, m, std::min(reps, 10));
+  std::printf(
+      "\ntake(W, ids) * s + b compiled on %s, W %lld x %lld float32, %lld ids: the gather "
+      "inside the element-wise kernel vs stored first (KILN_GATHER_FUSION=0), fastest of %d\n",
+      cpu.str().c_str(), static_cast<long long>(rows), static_cast<long long>(width),
+      static_cast<long long>(m), std::min(reps, 10));
+  std::printf("fused %.3f ms, stored %.3f ms: %.2fx; outputs %s\n", fg.fused_ms, fg.stored_ms,
+              fg.stored_ms / fg.fused_ms, fg.same ? "equal" : "DIFFER");
 
   double bytes = 2.0 * n * sizeof(float);
   std::printf("\ncopy of the same bytes: %.3f ms (%.1f GB/s; memcpy %.3f ms, %d threads %.3f ms)\n",

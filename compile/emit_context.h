@@ -21,6 +21,9 @@ class EmitContext {
   virtual bool has_view(size_t i) const = 0;
   // Input i, stored, read by the node's row-major index (a reshape that is not a view).
   virtual int load_row_major(size_t i) = 0;
+  // Input i, stored, read at the node's element with its coordinate on `axis` replaced by the
+  // row the int64 value `index` picks (a Gather: take's wrap and clamp, backends/kernel_ir.h).
+  virtual int load_gathered(size_t i, int axis, int index) = 0;
   virtual int add(Value v) = 0;
   // A user value: a launch scalar, so a new value reuses the compiled kernel.
   virtual int constant(Scalar c) = 0;

@@ -116,6 +116,13 @@ class RegionWalk {
       needs_.materialize.push_back(&n);
       return;
     }
+    if (n.op == Op::Gather) {  // gather_emit's load_gathered: the table is read stored
+      const ArrayNode& table = *n.inputs[0].node();
+      if (is_buffer(table))
+        ++needs_.loads;
+      else
+        needs_.materialize.push_back(&table);
+    }
     if (n.op == Op::Reshape && !input_view(n, 0, v)) {  // reshape_emit's load_row_major
       if (is_buffer(*n.inputs[0].node()))
         ++needs_.loads;
@@ -170,6 +177,12 @@ class Planner {
   // Counts are inlined from the input's shape, stored only when someone asks for the value
   // itself (a transform may hold the count mean divides by).
   bool inlined_count(const ArrayNode& n) const { return n.op == Op::Count && !outputs_.count(&n); }
+  // A gather that is not an output is read through its indices inside the kernels that read
+  // it (a Gather value), unless some consumer pins it (another lane, a library call): then it
+  // is stored by its library call, as it always is with fusion off.
+  bool inline_gather(const ArrayNode& n) const {
+    return n.op == Op::Gather && opts_.inline_gathers && !outputs_.count(&n);
+  }
 
   // Fusion off: every primitive is stored and is its own kernel (eager evaluation), but for a
   // transpose that only matmuls read, in place (matmul_operands.h).
@@ -215,14 +228,15 @@ class Planner {
       const ArrayNode& n = *a.node();
       if (leaf(n) || inlined_count(n)) continue;
       if (outputs_.count(&n)) pinned_.insert(&n);
-      bool library = n.op == Op::Matmul || is_native(n.op);
+      bool library = n.op == Op::Matmul || (is_native(n.op) && !inline_gather(n));
       if (n.op == Op::Reduce || library || n.op == Op::Concatenate) own_kernel_.insert(&n);
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         // A library call reads its operands stored (a matmul reads a transposed one in place,
         // from the transpose's input: matmul_operands.h).
         const ArrayNode& c = library ? *matmul_operand(n, i, is_leaf_).node : *n.inputs[i].node();
         if (leaf(c)) continue;
-        if (library || !same_lane_(c, n) || (n.op == Op::Reshape && !affine_reshape(n)))
+        if (library || !same_lane_(c, n) || (n.op == Op::Reshape && !affine_reshape(n)) ||
+            (n.op == Op::Gather && i == 0))  // a gathered table is read stored
           pinned_.insert(&c);
       }
     }

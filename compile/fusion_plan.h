@@ -19,6 +19,9 @@ struct FusionOptions {
   int max_buffers = 24;  // buffers a kernel loads; beyond this, part of its region is stored first
   // Every extent, stride and offset a launch parameter (shapeless compile).
   bool runtime_dims = false;
+  // Gathers read inside the kernels that read them (KILN_GATHER_FUSION=0 stores each first, as
+  // a library call: the baseline bench_native compares with).
+  bool inline_gathers = true;
 };
 
 using LeafFn = std::function<bool(const ArrayNode&)>;

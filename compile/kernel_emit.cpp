@@ -222,6 +222,22 @@ class Emitter {
       if (!e_.is_buffer(in)) e_.unplanned(in, "unstored under a reshape");
       return e_.load_buffer(in, v_.buffer_map(contiguous_strides(n_.shape)));
     }
+    int load_gathered(size_t i, int axis, int index) override {
+      const ArrayNode& table = *n_.inputs[i].node();
+      if (!e_.is_buffer(table)) e_.unplanned(table, "unstored under a gather");
+      // The table's other coordinates are the node's; the gathered one comes from the index.
+      View rows = v_;
+      rows.coeff[axis].assign(rows.domain_size(), 0);
+      rows.offset[axis] = 0;
+      std::vector<int64_t> strides = contiguous_strides(table.shape);
+      int b = e_.load_buffer(table, rows.buffer_map(strides));
+      Value& g = e_.k_.body[b];
+      g.kind = ValueKind::Gather;
+      g.a = index;
+      g.step = e_.dim(strides[axis]);
+      g.extent = e_.dim(table.shape[axis]);
+      return b;
+    }
     int add(Value v) override { return e_.add(std::move(v)); }
     int constant(Scalar c) override { return e_.constant(c); }
     int immediate(Scalar c) override { return e_.immediate(c); }

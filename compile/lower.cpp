@@ -11,10 +11,20 @@
 #include "compile/view.h"
 #include "distributed/group.h"
 #include "graph/array_node.h"
+#include "graph/env.h"
+#include "graph/error.h"
 
 namespace kiln {
 
 namespace {
+
+// KILN_GATHER_FUSION=0 keeps every gather a stored library call (FusionOptions::inline_gathers):
+// a measurement's baseline. Unset or 1: gathers are read inside the kernels that read them.
+bool gather_fusion() {
+  std::optional<uint64_t> v = env_count("KILN_GATHER_FUSION", "whether gathers fuse (0 or 1)");
+  if (v && *v > 1) throw_error("KILN_GATHER_FUSION is ", *v, "; valid: 0 (off) or 1 (on)");
+  return !v || *v == 1;
+}
 
 struct NodeInfo {
   int slot = -1;
@@ -67,6 +77,7 @@ class Lowering {
     FusionOptions fo;
     fo.fuse = opts_.fuse;
     fo.runtime_dims = opts_.runtime_dims;
+    fo.inline_gathers = gather_fusion();
     std::vector<FusedStep> steps = fuse(order, outputs, leaf, same_lane, fo);
     result_.plan.reserve(steps.size() + 8, order.size() + 8);  // copies may add a few
     for (FusedStep& step : steps) add_step(step);

@@ -24,11 +24,12 @@ using Fn1 = std::function<std::vector<Array>(const std::vector<Array>&)>;
 
 // Traces `fn` over placeholders of the given shapes exactly as compile does (simplify, fuse,
 // lower) and renders the plan and its kernels.
-std::string listing(const Fn1& fn, const std::vector<Shape>& shapes) {
+std::string listing(const Fn1& fn, const std::vector<Shape>& shapes,
+                    const std::vector<Dtype>& dtypes) {
   std::vector<Array> ph;
-  for (const Shape& s : shapes)
-    ph.push_back(make_array(s, float32, Op::Placeholder, {}, {},
-                            ResolvedStream{current_stream(), StreamOrigin::Default}));
+  for (size_t i = 0; i < shapes.size(); ++i)
+    ph.push_back(make_array(shapes[i], i < dtypes.size() ? dtypes[i] : float32, Op::Placeholder, {},
+                            {}, ResolvedStream{current_stream(), StreamOrigin::Default}));
   std::vector<Array> outs;
   {
     TraceStateGuard tracing;
@@ -51,6 +52,7 @@ struct Case {
   const char* name;
   Fn1 fn;
   std::vector<Shape> shapes;
+  std::vector<Dtype> dtypes = {};  // float32 where left out
 };
 
 std::vector<Case> cases() {
@@ -112,6 +114,14 @@ std::vector<Case> cases() {
          return std::vector<Array>{e / m, r + 1.0f};
        },
        {{32, 64}}},
+      // An embedding scaled and shifted: the gather is read through its indices inside the
+      // element-wise kernel (a Gather value), not stored first.
+      {"fused_gather",
+       [](const std::vector<Array>& in) {
+         return std::vector<Array>{take(in[0], in[1], 0) * in[2] + in[3]};
+       },
+       {{100, 16}, {8}, {16}, {16}},
+       {float32, int64}},
   };
 }
 
@@ -123,7 +133,7 @@ TEST(Golden, FusionListingsMatch) {
   StreamScope scope(device("reference"));
   bool update = std::getenv("KILN_UPDATE_GOLDEN") != nullptr;
   for (const Case& c : cases()) {
-    std::string got = listing(c.fn, c.shapes);
+    std::string got = listing(c.fn, c.shapes, c.dtypes);
     if (update) {
       std::ofstream(golden_path(c.name)) << got;
       continue;

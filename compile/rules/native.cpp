@@ -30,9 +30,28 @@ Shape gather_shape(const ArrayNode& n, const std::vector<Array>& in) {
   return s;
 }
 
+// A gather fused into the kernel reading it (compile/fusion_plan.cpp decides when) reads its
+// indices at the node's element: shared 1-D indices by the gathered coordinate alone, per-row
+// ones (the node's shape) at the same view. The table is read through load_gathered instead.
+std::optional<View> gather_view(const ArrayNode& n, size_t i, const View& v) {
+  if (i != 1) return std::nullopt;
+  if (n.inputs[1].ndim() != 1) return v;
+  int ax = n.params.axes.at(0);
+  View row;
+  row.domain = v.domain;
+  row.coeff = {v.coeff[ax]};
+  row.offset = {v.offset[ax]};
+  return row;
+}
+
+int gather_emit(EmitContext& cx, const ArrayNode& n) {
+  return cx.load_gathered(0, n.params.axes.at(0), cx.input(1));
+}
+
 }  // namespace
 
 const PrimitiveRules kNativeRules{.shape = same_shape, .input_view = rule::no_view};
-const PrimitiveRules kGatherRules{.shape = gather_shape, .input_view = rule::no_view};
+const PrimitiveRules kGatherRules{
+    .shape = gather_shape, .input_view = gather_view, .emit = gather_emit};
 
 }  // namespace kiln
