@@ -316,10 +316,13 @@ class Codegen {
     if (column_reduction()) {
       emit_tiled_row(j0, n);
     } else {
-      loop(j0, b_.CreateNSWAdd(j0, n), !k_->reduce && passes_.empty(), [&](llvm::Value* j) {
+      bool elementwise = !k_->reduce && passes_.empty();
+      if (elementwise) hoist_gather_rows(kept - 1, j0);
+      loop(j0, b_.CreateNSWAdd(j0, n), elementwise, [&](llvm::Value* j) {
         point_[kept - 1] = j;
         emit_point();
       });
+      fixed_.clear();
     }
     b_.CreateStore(b_.CreateNSWAdd(at, n), lin);
     b_.CreateBr(header);
@@ -330,15 +333,55 @@ class Codegen {
   // point is a row: every pass in turn, so the row is read from memory once and then from cache.
   void emit_point() {
     if (!passes_.empty()) return emit_row();
-    vals_.assign(k_->body.size(), nullptr);
     int n = static_cast<int>(k_->body.size());
+    if (fixed_.empty()) vals_.assign(k_->body.size(), nullptr);
     if (k_->reduce) {
       emit_reduction();
       for (int i = k_->reduce->value + 1; i < n; ++i) vals_[i] = emit_value(i);
     } else {
-      for (int i = 0; i < n; ++i) vals_[i] = emit_value(i);
+      for (int i = 0; i < n; ++i)
+        if (fixed_.empty() || !fixed_[i]) vals_[i] = emit_value(i);
     }
     emit_stores();
+  }
+
+  // The index of a Gather that does not move along the row's axis `axis` (an embedding's id,
+  // read once per gathered row) is computed once per row, before the row's loop: left inside,
+  // its load could not be hoisted by LLVM (a store of the loop might write the indices, as far
+  // as it can tell), the gathered address would not be affine in the loop counter, and the loop
+  // would read the table one element at a time instead of in vectors. Safe: a buffer an output
+  // may share memory with is read only at the element written (Kernel IR invariant 5), never
+  // through a map constant along the row.
+  void hoist_gather_rows(int axis, llvm::Value* at) {
+    int n = static_cast<int>(k_->body.size());
+    std::vector<bool> need(n, false);
+    for (const Value& v : k_->body)
+      if (v.kind == ValueKind::Gather) need[v.a] = true;
+    fixed_.assign(n, false);
+    std::vector<bool> still(n, false);  // constant along the axis
+    for (int i = 0; i < n; ++i) {
+      const Value& v = k_->body[i];
+      bool f = v.kind != ValueKind::Random;
+      if (v.kind == ValueKind::Load || v.kind == ValueKind::Gather)
+        f = f && k_->buffers[v.buffer].map.strides[axis] == Dim::constant(0);
+      if (v.kind == ValueKind::Index) f = f && v.map.strides[axis] == Dim::constant(0);
+      for (int op : {v.a, v.b, v.c})
+        if (op >= 0) f = f && still[op];
+      still[i] = f;
+    }
+    for (int i = n - 1; i >= 0; --i) {
+      if (!need[i] || !still[i]) continue;
+      fixed_[i] = true;
+      for (int op : {k_->body[i].a, k_->body[i].b, k_->body[i].c})
+        if (op >= 0) need[op] = true;
+    }
+    bool any = false;
+    for (int i = 0; i < n; ++i) any = any || fixed_[i];
+    if (!any) return fixed_.clear();
+    vals_.assign(k_->body.size(), nullptr);
+    point_[axis] = at;  // any point of the row: these values do not move along it
+    for (int i = 0; i < n; ++i)
+      if (fixed_[i]) vals_[i] = emit_value(i);
   }
 
   void emit_row() {
@@ -1165,6 +1208,7 @@ class Codegen {
   const Kernel* k_;             // the kernel, or the pass of a row kernel being emitted
   std::vector<Kernel> passes_;  // a row kernel's passes as kernels (pass_kernel)
   std::vector<bool> hoisted_;   // values of the current pass computed once per row
+  std::vector<bool> fixed_;     // values computed once per row before its loop (hoist_gather_rows)
   int row_kept_ = 0;            // a row kernel's kept axes
   int float_lanes_ = 0;         // float32 lanes of the target's widest vectors (0: unknown)
   int loop_width_ = 0;          // > 0: the vector width asked of the next innermost loop
