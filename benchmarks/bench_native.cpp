@@ -10,6 +10,8 @@
 // should be faster, on a CPU device no worse; and each device kernel against the Kernel IR
 // lowering it replaced.
 // Sort and argsort there too (goal: faster than the cpu backend where the device is a GPU).
+// Last, take(W, ids) * s + b compiled on cpu (W 50000 x 512 float32, 65536 ids), the gather read
+// inside the element-wise kernel against it stored first (KILN_GATHER_FUSION=0).
 //   build/benchmarks/bench_native [python] [reps] [n]   (python: ~/peers/bin/python)
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
