@@ -320,14 +320,19 @@ void Kernel::validate_rows() const {
 namespace {
 
 // The smallest and largest element an affine map reaches over the domain (extents > 0).
-std::pair<int64_t, int64_t> map_range(const IndexMap& m, const std::vector<int64_t>& extents,
-                                      const int64_t* params) {
+// The lowest and highest element a map reaches over the extents; nullopt when either does not
+// fit int64 (launch parameters of a loaded artifact are not trusted to be sane).
+std::optional<std::pair<int64_t, int64_t>> map_range(const IndexMap& m,
+                                                     const std::vector<int64_t>& extents,
+                                                     const int64_t* params) {
   int64_t lo = m.offset.eval(params), hi = lo;
   for (size_t k = 0; k < extents.size(); ++k) {
-    int64_t step = m.strides[k].eval(params) * (extents[k] - 1);
-    (step < 0 ? lo : hi) += step;
+    int64_t step;
+    if (__builtin_mul_overflow(m.strides[k].eval(params), extents[k] - 1, &step)) return {};
+    int64_t& end = step < 0 ? lo : hi;
+    if (__builtin_add_overflow(end, step, &end)) return {};
   }
-  return {lo, hi};
+  return std::make_pair(lo, hi);
 }
 
 }  // namespace
@@ -392,11 +397,17 @@ void Kernel::validate_launch(const std::vector<int64_t>& params,
       if (step < 0 || extent < 1)
         fail("a gather of " + std::to_string(extent) + " rows " + std::to_string(step) +
              " apart (needs a step >= 0 and at least one row)");
-      rows_span[v.buffer] = std::max(rows_span[v.buffer], step * (extent - 1));
+      int64_t span;
+      if (__builtin_mul_overflow(step, extent - 1, &span))
+        fail("a gather of " + std::to_string(extent) + " rows " + std::to_string(step) +
+             " apart spans more than int64 elements");
+      rows_span[v.buffer] = std::max(rows_span[v.buffer], span);
     }
   auto in_bounds = [&](const IndexMap& m, int64_t size, int64_t rows, const std::string& what) {
-    auto [lo, hi] = map_range(m, e, params.data());
-    hi += rows;
+    auto range = map_range(m, e, params.data());
+    if (!range || __builtin_add_overflow(range->second, rows, &range->second))
+      fail(what + " reaches elements past the int64 range");
+    auto [lo, hi] = *range;
     if (lo < 0 || hi >= size)
       fail(what + " reaches elements " + std::to_string(lo) + ".." + std::to_string(hi) + " of " +
            std::to_string(size));

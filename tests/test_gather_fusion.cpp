@@ -121,6 +121,10 @@ TEST(GatherFusion, GatherValuesReadBackFromTheirListingAndAreChecked) {
   test::expect_error([&] { k.validate_launch(params, sizes); }, {"buffer b0 reaches", "of 89"});
   sizes[0] = 90;
   k.validate_launch(params, sizes);
+  // Launch words are not trusted (a loaded artifact): a span past int64 raises, never wraps.
+  std::vector<int64_t> huge = params;
+  huge[k.body[1].step.param] = int64_t{1} << 62;
+  test::expect_error([&] { k.validate_launch(huge, sizes); }, {"spans more than int64"});
 }
 
 // ---- compiled ---------------------------------------------------------------------------------

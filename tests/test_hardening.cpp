@@ -165,6 +165,9 @@ TEST(Hardening, LaunchesStayInBounds) {
   r.validate_launch({4}, {32, 32});
   expect_error([&] { r.validate_launch({5}, {32, 32}); }, {"of 32"});
   expect_error([&] { r.validate_launch({}, {32, 32}); }, {"params"});
+  // Extents whose reach overflows int64 raise instead of wrapping into range.
+  r.buffers[0].map.strides[0] = Dim::runtime(1);
+  expect_error([&] { r.validate_launch({4, int64_t{1} << 62}, {32, 32}); }, {"past the int64"});
 }
 
 TEST(Hardening, DonatedInputsAreReadOnlyWhereWritten) {
