@@ -1,12 +1,13 @@
 // Native primitives (NativeArgs) as plain Kernel IR, for backends that have no kernel of their
-// own for one (on opencl and vulkan today: scans; gathers, scatter_add and sorts have kernels
-// of their own there: backends/opencl/gather.h, scatter.h and sort.h, backends/vulkan/
-// gather_shader.h, scatter_shader.h and sort_shader.h; scatter_add of a 64-bit type still comes
-// here on a device without 64-bit atomics): each becomes one or two reductions over a pair of
-// positions, so it runs on the device it was asked for with the kernels every backend already
-// compiles. The cost is O(n^2) work per row for sort and scans and O(n m) for gathers and
-// scatters, where dedicated kernels would be O(n log n) and O(n): correct everywhere, fast on
-// none. The backend's own cache keeps the compiled kernels.
+// own for one (on opencl and vulkan today: scatter_add of a 64-bit type on a device without
+// 64-bit atomics; gathers, scatter_add, sorts and scans have kernels of their own there:
+// backends/opencl/gather.h, scatter.h, sort.h and scan.h, backends/vulkan/gather_shader.h,
+// scatter_shader.h, sort_shader.h and scan_shader.h; the other lowerings stay for other
+// backends and tests): each becomes one or two reductions over a pair of positions, so it runs
+// on the device it was asked for with the kernels every backend already compiles. The cost is
+// O(n^2) work per row for sort and scans and O(n m) for gathers and scatters, where dedicated
+// kernels would be O(n log n) and O(n): correct everywhere, fast on none. The backend's own
+// cache keeps the compiled kernels.
 #pragma once
 
 #include "backends/backend.h"

@@ -5,9 +5,9 @@
 // the copy bound (the faster of one memcpy and a copy split across the threads, timed rep by
 // rep alternately with cumsum).
 // Goals (issue 20): sort <= 1x NumPy, argsort <= 1x, take <= 1.5x, scatter_add <= 2x
-// bincount, cumsum >= 70% of copy bandwidth. Then take, and scatter_add of n updates into 2^16
-// slots, on every other usable device (opencl, vulkan), beside the cpu backend's: on a GPU it
-// should be faster, on a CPU device no worse; and each device kernel against the Kernel IR
+// bincount, cumsum >= 70% of copy bandwidth. Then take, cumsum, and scatter_add of n updates into
+// 2^16 slots, on every other usable device (opencl, vulkan), beside the cpu backend's: on a GPU
+// they should be faster, on a CPU device no worse; and each device kernel against the Kernel IR
 // lowering it replaced.
 // Sort and argsort there too (goal: faster than the cpu backend where the device is a GPU).
 // Last, take(W, ids) * s + b compiled on cpu (W 50000 x 512 float32, 65536 ids), the gather read
@@ -224,6 +224,43 @@ FusedGather fused_gather(Device dev, int64_t rows, int64_t width, int64_t m, int
   return r;
 }
 
+// The same for the device's cumsum kernels against the scan's lowering (O(n^2) per row); float
+// sums in another order, so "agree" allows 1e-6 of the running sum of |x| (the values are
+// integers below 1000, so in practice both are exact).
+VsLowering scan_vs_lowering(Device dev, int64_t n, int reps) {
+  Backend& be = backend_for(dev);
+  std::mt19937_64 rng(2);
+  std::vector<float> x(n);
+  for (float& v : x) v = static_cast<float>(rng() % 1000);
+  auto a = be.allocate(dev.index, n * 4);
+  auto o1 = be.allocate(dev.index, n * 4), o2 = be.allocate(dev.index, n * 4);
+  a->write(x.data(), 0, n * 4);
+  auto q = be.create_queue(dev.index);
+  NativeArgs args;
+  args.op = Op::Scan;
+  args.n = n;
+  auto run = [&](Buffer* out, bool lowered) {
+    args.buffers = {a.get(), out};
+    EventPtr e =
+        lowered ? enqueue_native_as_kernels(be, dev.index, *q, args) : q->enqueue_native(args);
+    if (e) e->wait();
+    q->finish();
+  };
+  VsLowering r;
+  r.kernel_ms = best_ms(reps, [&] { run(o1.get(), false); });
+  r.lowered_ms = best_ms(reps, [&] { run(o2.get(), true); });
+  std::vector<float> g1(n), g2(n);
+  o1->read(g1.data(), 0, n * 4);
+  o2->read(g2.data(), 0, n * 4);
+  double mass = 0;
+  r.same = true;
+  for (int64_t i = 0; i < n; ++i) {
+    mass += std::abs(x[i]);
+    r.same = r.same && std::abs(g1[i] - g2[i]) <= 1e-6 * mass;
+  }
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -285,6 +322,11 @@ int main(int argc, char** argv) {
     bool matches;
   };
   std::vector<DeviceTake> device_take;
+  struct DeviceScan {
+    std::string device;
+    double ms, worst;
+  };
+  std::vector<DeviceScan> device_scan;
   for (const DeviceInfo& info : devices()) {
     if (info.device.backend == "cpu" || info.device.backend == "reference" || !info.available)
       continue;
@@ -299,6 +341,17 @@ int main(int argc, char** argv) {
                       array(id.to_vector<int64_t>(), {n}, int64, cpu), 0, cpu);
     bool same = take(xd, id, 0).to_vector<float>() == want.to_vector<float>();
     device_take.push_back({info.device.str(), info.description, ms, same});
+    // cumsum there too: float sums in another order than the cpu's, so the largest difference
+    // relative to the running sum of |x| is printed (rounding: ~1e-7 of that).
+    double scan_ms = best_ms(reps, [&] { eval(cumsum(xd, 0)); });
+    std::vector<float> got = cumsum(xd, 0).to_vector<float>(), xs = xd.to_vector<float>();
+    std::vector<float> want_scan = cumsum(array(xs, {n}, float32, cpu), 0, cpu).to_vector<float>();
+    double worst = 0, mass = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      mass += std::abs(xs[i]);
+      worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want_scan[i]) / mass);
+    }
+    device_scan.push_back({info.device.str(), scan_ms, worst});
   }
   // scatter_add of n float32 updates into 2^16 slots on each device, the updates and indices
   // drawn there, beside the cpu backend's on the same values; float sums differ from cpu's by
@@ -353,12 +406,14 @@ int main(int argc, char** argv) {
     device_sort.push_back({info.device.str(), sort_ms, argsort_ms, same});
   }
   const int64_t small = 4096;
-  std::vector<std::pair<std::string, VsLowering>> vs_lowering, scatter_lowering, sort_lowering;
+  std::vector<std::pair<std::string, VsLowering>> vs_lowering, scatter_lowering, sort_lowering,
+      scan_vs;
   for (const DeviceInfo& info : devices())
     if (info.available && (info.device.backend == "opencl" || info.device.backend == "vulkan")) {
       vs_lowering.push_back({info.device.str(), gather_vs_lowering(info.device, small, 5)});
       scatter_lowering.push_back({info.device.str(), scatter_vs_lowering(info.device, small, 5)});
       sort_lowering.push_back({info.device.str(), sort_vs_lowering(info.device, small, 5)});
+      scan_vs.push_back({info.device.str(), scan_vs_lowering(info.device, small, 5)});
     }
 
   std::map<std::string, double> np2 = numpy_times(python, reps, n, version);
@@ -452,6 +507,24 @@ int main(int argc, char** argv) {
   for (const auto& [dev, r] : sort_lowering)
     std::printf("%-10s %10.3f %12.3f %8.1fx  %s\n", dev.c_str(), r.kernel_ms, r.lowered_ms,
                 r.lowered_ms / r.kernel_ms, r.same ? "equal" : "DIFFER");
+  std::printf(
+      "\ncumsum of %lld float32 on each device (input there; fastest of %d calls, each "
+      "evaluated; diff: the largest |device - cpu| / running sum of |x|)\n",
+      static_cast<long long>(n), reps);
+  std::printf("%-10s %10s %12s  %s\n", "device", "ms", "cpu / device", "diff");
+  std::printf("%-10s %10.3f %12s\n", cpu.str().c_str(), kiln["cumsum"], "1.00x");
+  for (const DeviceScan& t : device_scan)
+    std::printf("%-10s %10.3f %11.2fx  %.1e\n", t.device.c_str(), t.ms, kiln["cumsum"] / t.ms,
+                t.worst);
+  std::printf(
+      "\ncumsum of %lld float32: the device kernels against the Kernel IR lowering they "
+      "replaced, fastest of 5\n",
+      static_cast<long long>(small));
+  std::printf("%-10s %10s %12s %9s  %s\n", "device", "kernel ms", "lowering ms", "speedup",
+              "outputs");
+  for (const auto& [dev, r] : scan_vs)
+    std::printf("%-10s %10.3f %12.3f %8.1fx  %s\n", dev.c_str(), r.kernel_ms, r.lowered_ms,
+                r.lowered_ms / r.kernel_ms, r.same ? "agree" : "DIFFER");
 
   const int64_t rows = 50000, width = 512, m = 65536;
   FusedGather fg = fused_gather(cpu, rows, width, m, std::min(reps, 10));

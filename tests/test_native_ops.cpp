@@ -288,9 +288,10 @@ TEST(NativeOps, CpuMatchesReferenceOnEveryDtypeAndLayout) {
   run_against_reference("cpu", layouts, all);
 }
 
-// The device backends run the Kernel IR lowering (backends/native_kernels.h; gathers and sorts
-// their own kernels, tests/test_device_gather.cpp and test_device_sort.cpp): O(n^2) work, so
-// rows stay short; a sample of the cases under make test, all under make test-long.
+// The device backends run the Kernel IR lowering (backends/native_kernels.h; gathers, sorts and
+// scans their own kernels, tests/test_device_gather.cpp, test_device_sort.cpp and
+// test_device_scan.cpp): O(n^2) work, so rows stay short; a sample of the cases under make test,
+// all under make test-long.
 TEST(NativeOps, DevicesMatchReference) {
   // Rows across a 64-wide work-group, a strided axis; cold kernel builds cost ~0.5 s each on
   // PoCL, so make test runs 6 cases per device.

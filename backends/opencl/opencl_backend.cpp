@@ -21,6 +21,7 @@
 #include "backends/opencl/matmul.h"
 #include "backends/opencl/memory.h"
 #include "backends/opencl/program_cache.h"
+#include "backends/opencl/scan.h"
 #include "backends/opencl/scatter.h"
 #include "backends/opencl/sort.h"
 #include "graph/env.h"
@@ -319,9 +320,11 @@ class ClQueue : public Queue {
     return submitted(ev, "copy", {});
   }
 
-  // Gathers, scatter_add and sorts have kernels of their own (gather.h, scatter.h, sort.h); the
-  // other primitives none yet: Kernel IR reductions (backends/native_kernels.h).
+  // Gathers, scatter_add, sorts and scans have kernels of their own (gather.h, scatter.h,
+  // sort.h, scan.h); scatter_add of a dtype without atomics here runs Kernel IR reductions
+  // (backends/native_kernels.h).
   EventPtr enqueue_native(const NativeArgs& a) override {
+    if (a.op == Op::Scan) return scan(a);
     if (a.op == Op::ScatterAdd && opencl::has_scatter_add_kernel(dev_, a.dtype)) return scatter(a);
     if (a.op == Op::Sort || a.op == Op::Argsort) return enqueue_sort(a);
     if (a.op != Op::Gather) return enqueue_native_as_kernels(backend_, device_, *this, a);
@@ -332,6 +335,12 @@ class ClQueue : public Queue {
   EventPtr scatter(const NativeArgs& a) {
     std::vector<std::shared_ptr<void>> keep;
     cl_event ev = opencl::enqueue_scatter_add(dev_, *pool_, q_, a, keep);
+    if (!ev) return nullptr;
+    return submitted(ev, native_name(a), std::move(keep));
+  }
+  EventPtr scan(const NativeArgs& a) {
+    std::vector<std::shared_ptr<void>> keep;
+    cl_event ev = opencl::enqueue_scan(dev_, *pool_, q_, a, keep);
     if (!ev) return nullptr;
     return submitted(ev, native_name(a), std::move(keep));
   }

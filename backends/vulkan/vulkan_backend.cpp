@@ -24,6 +24,7 @@
 #include "backends/vulkan/host_signal.h"
 #include "backends/vulkan/matmul_shader.h"
 #include "backends/vulkan/memory.h"
+#include "backends/vulkan/scan_shader.h"
 #include "backends/vulkan/scatter_shader.h"
 #include "backends/vulkan/sort_shader.h"
 #include "backends/vulkan/vk_context.h"
@@ -360,6 +361,34 @@ const SortPipelines& sort_pipelines(const std::shared_ptr<Context>& ctx, Dtype d
   return *p;
 }
 
+using ScanPipeline = GatherPipeline;  // the same shape: a pipeline and its descriptor sets
+
+// The scan pipeline of (device, dtype, op, stage, form), built on first use and kept for the
+// process (scan_shader.h), with its descriptor sets.
+const ScanPipeline& scan_pipeline(const std::shared_ptr<Context>& ctx, Dtype d, uint32_t op,
+                                  bool acc_stage, bool chunked, bool by_address) {
+  struct Cache {
+    std::mutex mu;
+    std::map<std::tuple<const Context*, int, uint32_t, bool, bool, bool>,
+             std::shared_ptr<ScanPipeline>>
+        pipelines;
+  };
+  static Immortal<Cache> cache;
+  std::lock_guard<std::mutex> lock(cache->mu);
+  auto& p =
+      cache->pipelines[{ctx.get(), static_cast<int>(d.kind), op, acc_stage, chunked, by_address}];
+  if (!p) {
+    auto sp = std::make_shared<ScanPipeline>();
+    const vulkan::PhysicalInfo& info = ctx->info();
+    std::vector<uint32_t> spirv = vulkan::compile_glsl(
+        vulkan::scan_glsl(d, op, acc_stage, chunked, by_address, info.float64, info.int64), "scan");
+    sp->pipe = std::make_unique<Pipeline>(ctx, spirv, by_address ? 0 : 3,
+                                          static_cast<uint32_t>(sizeof(vulkan::ScanPush)));
+    p = sp;
+  }
+  return *p;
+}
+
 // The live state of one lane: a command pool and the timeline semaphore that orders its
 // submissions. Shared with the completion thread's clean-ups, which free command buffers.
 struct LaneState {
@@ -508,13 +537,14 @@ class VulkanQueue : public Queue {
     return nullptr;
   }
 
-  // Gathers, scatter_add and sorts have shaders of their own (gather_shader.h,
-  // scatter_shader.h, sort_shader.h); the other primitives none yet: Kernel IR reductions
-  // (backends/native_kernels.h).
+  // Gathers, scatter_add, sorts and scans have shaders of their own (gather_shader.h,
+  // scatter_shader.h, sort_shader.h, scan_shader.h); scatter_add of a dtype without atomics
+  // here runs Kernel IR reductions (backends/native_kernels.h).
   EventPtr enqueue_native(const NativeArgs& a) override {
     if (a.op == Op::Gather) return enqueue_gather(a);
     if (a.op == Op::ScatterAdd && has_scatter_add_shader(a.dtype)) return enqueue_scatter_add(a);
     if (a.op == Op::Sort || a.op == Op::Argsort) return enqueue_sort(a);
+    if (a.op == Op::Scan) return enqueue_scan(a);
     return enqueue_native_as_kernels(backend_, device_, *this, a);
   }
   EventPtr enqueue_matmul(const MatmulArgs& a) override {
@@ -942,7 +972,8 @@ class VulkanQueue : public Queue {
     std::vector<std::shared_ptr<const vulkan::DescriptorSet>> sets;
     std::shared_ptr<Allocation> scratch;        // partials of a split reduction
     std::vector<std::shared_ptr<void>> waited;  // lanes whose semaphores the submission waits on
-    std::vector<std::shared_ptr<void>> temps;   // pooled temporaries (a sort's keys and indices)
+    std::vector<std::shared_ptr<void>> temps;   // pooled temporaries (a sort's keys and indices,
+                                                // a scan's totals)
     explicit LaunchResources(std::shared_ptr<LaneState> l) : lane(std::move(l)) {}
     ~LaunchResources() {  // on the completion thread, after the GPU is done with them
       sets.clear();
@@ -952,6 +983,115 @@ class VulkanQueue : public Queue {
     }
   };
 
+  // One dispatch of a scan (scan_shader.h): its pipeline, set (null: by address) and grid.
+  struct ScanDispatch {
+    const ScanPipeline* pipe;
+    std::shared_ptr<const vulkan::DescriptorSet> set;
+    vulkan::ScanPush push;
+    uint32_t g[2];
+  };
+
+  EventPtr enqueue_scan(const NativeArgs& a) {
+    std::vector<size_t> bytes;
+    for (Buffer* b : a.buffers) bytes.push_back(b ? b->bytes() : 0);
+    check_native_args(a, bytes);
+    std::string what = native_name(a);
+    if (a.scan == ScanOp::LogAddExp && !a.dtype.is_float())
+      throw_error("vulkan: ", what, " is not defined (valid: float dtypes)");
+    if (a.out_elements() == 0) return nullptr;
+    VulkanBuffer* bufs[2] = {own(a.buffers[0], what), own(a.buffers[1], what)};
+    bool by_address = false;
+    for (VulkanBuffer* b : bufs) by_address = beyond_binding_range(*b, what) || by_address;
+    ScanOp op = a.scan;  // bool sums are "or" and products "and": max and min of 0 and 1
+    if (a.dtype == bool_ && op == ScanOp::Sum) op = ScanOp::Max;
+    if (a.dtype == bool_ && op == ScanOp::Prod) op = ScanOp::Min;
+    auto res = std::make_shared<LaunchResources>(lane_);
+    std::vector<ScanDispatch> dispatches;
+    uint32_t flags =
+        (a.reverse ? vulkan::kScanReverse : 0u) | (a.inclusive ? vulkan::kScanInclusive : 0u);
+    scan_level(a.dtype, false, bufs[0], bufs[1], by_address, a.outer * a.inner, a.n, a.inner,
+               static_cast<uint32_t>(op), flags, *res, dispatches);
+    for (const ScanDispatch& d : dispatches) res->sets.push_back(d.set);
+    return submit(res, [&](VkCommandBuffer cb) {
+      for (size_t i = 0; i < dispatches.size(); ++i) {
+        const ScanDispatch& d = dispatches[i];
+        if (i) full_barrier(cb);  // each pass reads what the one before wrote
+        const Pipeline& p = *d.pipe->pipe;
+        vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+        if (d.set) {
+          VkDescriptorSet set = d.set->handle();
+          vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0,
+                                  nullptr);
+        }
+        vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(d.push), &d.push);
+        vkCmdDispatch(cb, d.g[0], d.g[1], 1);
+      }
+    });
+  }
+
+  // The dispatches of one level (scan_shader.h): one when a row fits a tile (a chunk), else
+  // the tiles' totals into a temporary, its exclusive scan one level up, and the tiles from
+  // their carries. A CPU device takes the chunked form (KILN_VULKAN_SCAN_TILES=1: the tile form,
+  // for tests): a few hundred chunks in all, each at most half of lavapipe's loop limit.
+  void scan_level(Dtype d, bool acc_stage, VulkanBuffer* src, VulkanBuffer* dst, bool by_address,
+                  int64_t rows, int64_t n, int64_t inner, uint32_t op, uint32_t flags,
+                  LaunchResources& res, std::vector<ScanDispatch>& out) {
+    static const bool tiles_on_cpu = [] {
+      const char* v = std::getenv("KILN_VULKAN_SCAN_TILES");
+      return v && std::strcmp(v, "1") == 0;
+    }();
+    const bool chunked = ctx_->info().cpu && !tiles_on_cpu;
+    int64_t per = int64_t{vulkan::kScanLanes} * vulkan::kScanRun, parts = (n + per - 1) / per;
+    int64_t lanes = vulkan::kScanLanes;
+    if (chunked) {
+      constexpr int64_t kWant = 256, kMinChunk = 1024;
+      int64_t most = ctx_->info().loop_limit ? ctx_->info().loop_limit / 2 : int64_t{1} << 30;
+      parts = std::clamp<int64_t>((kWant + rows - 1) / rows, 1, (n + kMinChunk - 1) / kMinChunk);
+      parts = std::max(parts, (n + most - 1) / most);
+      per = (n + parts - 1) / parts;
+      lanes = vulkan::kScanChunkLanes;
+    }
+    VulkanBuffer* aux = dst;  // bound but unused in a one-pass scan
+    if (parts > 1) {
+      std::shared_ptr<Buffer> totals = backend_.allocate(
+          device_, static_cast<size_t>(rows * parts) * vulkan::scan_accumulator_bytes(d));
+      aux = own(totals.get(), "scan");
+      res.temps.push_back(totals);
+    }
+    // 4- and 8-byte dtypes accumulate in their own type: the same shader for both stages.
+    const ScanPipeline& sp =
+        scan_pipeline(ctx_, d, op, acc_stage && d.size() < 4, chunked, by_address);
+    auto dispatch = [&](uint32_t extra) {
+      ScanDispatch sd{&sp, nullptr, {}, {1, 1}};
+      vulkan::ScanPush& p = sd.push;
+      // Below 2^31 elements: own() bounds every buffer to 2^31 bytes.
+      p.n = static_cast<uint32_t>(n), p.inner = static_cast<uint32_t>(inner);
+      p.tiles = static_cast<uint32_t>(parts), p.groups = static_cast<uint32_t>(rows * parts);
+      p.flags = flags | extra, p.chunk = static_cast<uint32_t>(per);
+      int64_t groups = chunked ? (rows * parts + lanes - 1) / lanes : rows * parts;
+      const uint32_t* lim = ctx_->info().max_groups;
+      int64_t gx = std::min<int64_t>(groups, lim[0]);
+      int64_t gy = (groups + gx - 1) / gx;
+      if (gy > lim[1])
+        throw_error("vulkan: ", groups, " scan workgroups exceed the device's grid of ", lim[0],
+                    " x ", lim[1], " on ", ctx_->label());
+      p.gx = static_cast<uint32_t>(gx), sd.g[0] = p.gx, sd.g[1] = static_cast<uint32_t>(gy);
+      VulkanBuffer* bound[3] = {src, dst, aux};
+      if (by_address) {
+        for (int i = 0; i < 3; ++i) p.address[i] = bound[i]->address();
+      } else {
+        std::vector<VkBuffer> handles;
+        std::vector<uint64_t> ids;
+        for (VulkanBuffer* b : bound) handles.push_back(b->handle()), ids.push_back(b->id());
+        sd.set = sp.sets->get(ctx_, sp.pipe->set_layout, handles, ids);
+      }
+      out.push_back(sd);
+    };
+    if (parts == 1) return dispatch(0);
+    dispatch(vulkan::kScanTotals);
+    scan_level(d, true, aux, aux, by_address, rows, parts, 1, op, 0, res, out);
+    dispatch(vulkan::kScanCarried);
+  }
   // Workgroups per launch at most (0: one per point or per 64 points); shaders loop over the
   // rest. On a CPU device 16384: measured on lavapipe (x + 1 over 32M floats), 64 groups were
   // ~4x slower (its per-iteration loop overhead) and one group per 256 points ~2x slower (its
