@@ -216,6 +216,36 @@ TEST(NativeOps, DeviceScanReachesRowsPastTheBindingRangeOnVulkan) {
 #endif
 }
 
+// Denormal sums (exact in any order, so bit for bit), NaN through cummax and infinities through
+// cumsum, as the reference: the float controls the vulkan shaders ask for, and OpenCL's
+// defaults (tests/test_device_scatter.cpp checks the same for scatter_add).
+TEST(NativeOps, DeviceScanKeepsDenormalsNanAndInfinities) {
+  NoValidationMessages check;
+  for (const char* dev : scan_devices())
+    for (Dtype d : {float32, float64}) {
+      // Multiples of the least denormal: every partial sum (under 2^15 of them) is exact.
+      double tiny = std::ldexp(1.0, d == float32 ? -149 : -1074);
+      std::vector<double> v(3000);
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = tiny * static_cast<double>(i % 7) * (i % 3 ? 1 : -1);
+      Bytes sums(v.size() * d.size());
+      for (size_t i = 0; i < v.size(); ++i)
+        scalar::store(sums.data(), d, static_cast<int64_t>(i), {scalar::round_to(v[i], d), 0});
+      v[1500] = NAN, v[2000] = INFINITY;
+      Bytes wild(v.size() * d.size());
+      for (size_t i = 0; i < v.size(); ++i)
+        scalar::store(wild.data(), d, static_cast<int64_t>(i), {scalar::round_to(v[i], d), 0});
+      for (auto [op, in] : {std::pair{ScanOp::Sum, &sums}, std::pair{ScanOp::Sum, &wild},
+                            std::pair{ScanOp::Max, &wild}, std::pair{ScanOp::Min, &wild}}) {
+        ScanCase c{d, op, true, false, {1, static_cast<int64_t>(v.size()), 1}};
+        SCOPED_TRACE(c.describe(dev));
+        Bytes got = run_scan(backend_for(device(dev)), c, *in);
+        Bytes want = run_scan(kdiff::ref_backend(), c, *in);
+        EXPECT_EQ(kdiff::compare(got, want, d, {}), "");
+      }
+    }
+}
+
 // Buffers of another device and logcumsumexp of integers raise, naming the scan.
 TEST(NativeOps, DeviceScanRaisesOnBadInput) {
   NoValidationMessages check;

@@ -116,6 +116,24 @@ void main() {
 }
 )";
 
+// SPIR-V execution modes (SPV_KHR_float_controls) through GL_EXT_spirv_intrinsics, as
+// glsl_codegen.cpp asks for them: for the width the scan computes in (float64's 64 bits, else 32).
+void float_controls(std::ostream& os, const ScanFloatModes& m, bool wide) {
+  struct Mode {
+    bool on;
+    int capability, mode;
+  };
+  // SignedZeroInfNanPreserve: capability 4466, mode 4461; DenormPreserve: 4464, 4459.
+  const Mode modes[] = {{wide ? m.keep_nan64 : m.keep_nan32, 4466, 4461},
+                        {wide ? m.keep_denorm64 : m.keep_denorm32, 4464, 4459}};
+  if (!modes[0].on && !modes[1].on) return;
+  os << "#extension GL_EXT_spirv_intrinsics : require\n";
+  for (const Mode& x : modes)
+    if (x.on)
+      os << "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = ["
+         << x.capability << "], " << x.mode << ", " << (wide ? 64 : 32) << ");\n";
+}
+
 std::string acc_type(Dtype d) {
   if (d == float64) return "double";
   if (d.is_float()) return "float";
@@ -194,7 +212,7 @@ std::string accessors(Dtype d, bool acc_stage) {
 }  // namespace
 
 std::string scan_glsl(Dtype d, uint32_t op, bool acc_stage, bool chunked, bool by_address,
-                      bool has_float64, bool has_int64) {
+                      bool has_float64, bool has_int64, const ScanFloatModes& modes) {
   if (d == float64 && !has_float64)
     throw_error("vulkan: scans of float64 need the device feature shaderFloat64");
   if ((d == int64 || d == uint64) && !has_int64)
@@ -210,6 +228,7 @@ std::string scan_glsl(Dtype d, uint32_t op, bool acc_stage, bool chunked, bool b
   if (by_address)
     os << "#extension GL_EXT_buffer_reference : require\n"
        << "#extension GL_EXT_buffer_reference_uvec2 : require\n";
+  if (d.is_float()) float_controls(os, modes, d == float64);
   const int lanes = chunked ? kScanChunkLanes : kScanLanes;
   os << "layout(local_size_x = " << lanes << ") in;\n"
      << "layout(push_constant) uniform Push { uint n, inner, tiles, groups, pad, flags, gx, chunk; "

@@ -46,6 +46,13 @@ constexpr int kScanRun = 4;         // elements per invocation: a tile is kScanL
 // Bytes of one accumulator of dtype d (the totals and carries between dispatches).
 inline size_t scan_accumulator_bytes(Dtype d) { return d.size() == 8 ? 8 : 4; }
 
+// The float controls (SPV_KHR_float_controls) the device offers, which a float scan asks for as
+// generated kernels do (PhysicalInfo::keep_nan32 ...): NaN in cummax/cummin, infinities, signed
+// zeros and denormal sums hold on drivers that would otherwise assume them away.
+struct ScanFloatModes {
+  bool keep_nan32 = false, keep_denorm32 = false, keep_nan64 = false, keep_denorm64 = false;
+};
+
 // `acc_stage`: src and dst hold accumulators (the totals' scan), else elements of d.
 // `chunked`: the CPU device's form (each invocation a chunk of a row, sequentially; no shared
 // memory or barriers, which cost lavapipe a loop over the workgroup each), else the tile form.
@@ -53,6 +60,6 @@ inline size_t scan_accumulator_bytes(Dtype d) { return d.size() == 8 ? 8 : 4; }
 // has_float64, has_int64: the device's features (the prelude's parts). Raises kiln::Error for a
 // dtype the device cannot scan.
 std::string scan_glsl(Dtype d, uint32_t op, bool acc_stage, bool chunked, bool by_address,
-                      bool has_float64, bool has_int64);
+                      bool has_float64, bool has_int64, const ScanFloatModes& modes);
 
 }  // namespace kiln::vulkan

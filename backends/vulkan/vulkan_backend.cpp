@@ -381,7 +381,10 @@ const ScanPipeline& scan_pipeline(const std::shared_ptr<Context>& ctx, Dtype d, 
     auto sp = std::make_shared<ScanPipeline>();
     const vulkan::PhysicalInfo& info = ctx->info();
     std::vector<uint32_t> spirv = vulkan::compile_glsl(
-        vulkan::scan_glsl(d, op, acc_stage, chunked, by_address, info.float64, info.int64), "scan");
+        vulkan::scan_glsl(
+            d, op, acc_stage, chunked, by_address, info.float64, info.int64,
+            {info.keep_nan32, info.keep_denorm32, info.keep_nan64, info.keep_denorm64}),
+        "scan");
     sp->pipe = std::make_unique<Pipeline>(ctx, spirv, by_address ? 0 : 3,
                                           static_cast<uint32_t>(sizeof(vulkan::ScanPush)));
     p = sp;
