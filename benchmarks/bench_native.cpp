@@ -224,8 +224,8 @@ FusedGather fused_gather(Device dev, int64_t rows, int64_t width, int64_t m, int
   return r;
 }
 
-// The same for the device's cumsum kernels against the scan's lowering (O(n^2) per row); float
-// sums in another order, so "agree" allows 1e-6 of the running sum of |x| (the values are
+// The device's cumsum kernels against the scan's lowering (O(n^2) per row), as gather_vs_lowering;
+// float sums in another order, so "agree" allows 1e-6 of the running sum of |x| (the values are
 // integers below 1000, so in practice both are exact).
 VsLowering scan_vs_lowering(Device dev, int64_t n, int reps) {
   Backend& be = backend_for(dev);
