@@ -345,43 +345,49 @@ class Codegen {
     emit_stores();
   }
 
-  // The index of a Gather that does not move along the row's axis `axis` (an embedding's id,
-  // read once per gathered row) is computed once per row, before the row's loop: left inside,
-  // its load could not be hoisted by LLVM (a store of the loop might write the indices, as far
-  // as it can tell), the gathered address would not be affine in the loop counter, and the loop
-  // would read the table one element at a time instead of in vectors. Safe: a buffer an output
-  // may share memory with is read only at the element written (Kernel IR invariant 5), never
-  // through a map constant along the row.
-  void hoist_gather_rows(int axis, llvm::Value* at) {
+  // The index of a Gather that does not move along the axes [from, to) (an embedding's id, read
+  // once per gathered row) is computed once, before those axes' loops: left inside, its load
+  // could not be hoisted by LLVM (a store might write the indices, as far as it can tell), the
+  // gathered address would not be affine in the loop counter, and the loop would read the
+  // table an element at a time instead of in vectors. Safe: a buffer an output may share
+  // memory with is read only at the element written (Kernel IR invariant 5), never through a
+  // map constant along the walked row. The values to compute first, or empty when none.
+  std::vector<bool> gather_indices_fixed_along(int from, int to) const {
     int n = static_cast<int>(k_->body.size());
-    std::vector<bool> need(n, false);
-    for (const Value& v : k_->body)
-      if (v.kind == ValueKind::Gather) need[v.a] = true;
-    fixed_.assign(n, false);
-    std::vector<bool> still(n, false);  // constant along the axis
-    for (int i = 0; i < n; ++i) {
+    int end = k_->reduce ? k_->reduce->value : n;  // a reduction's prologue
+    std::vector<bool> need(n, false), still(n, false), fixed(n, false);
+    for (int i = 0; i < end; ++i)
+      if (k_->body[i].kind == ValueKind::Gather) need[k_->body[i].a] = true;
+    for (int i = 0; i < end; ++i) {
       const Value& v = k_->body[i];
       bool f = v.kind != ValueKind::Random;
-      if (v.kind == ValueKind::Load || v.kind == ValueKind::Gather)
-        f = f && k_->buffers[v.buffer].map.strides[axis] == Dim::constant(0);
-      if (v.kind == ValueKind::Index) f = f && v.map.strides[axis] == Dim::constant(0);
+      const IndexMap* m = v.kind == ValueKind::Index ? &v.map
+                          : v.kind == ValueKind::Load || v.kind == ValueKind::Gather
+                              ? &k_->buffers[v.buffer].map
+                              : nullptr;
+      for (int a = from; m && a < to; ++a) f = f && m->strides[a] == Dim::constant(0);
       for (int op : {v.a, v.b, v.c})
         if (op >= 0) f = f && still[op];
       still[i] = f;
     }
-    for (int i = n - 1; i >= 0; --i) {
+    bool any = false;
+    for (int i = end - 1; i >= 0; --i) {
       if (!need[i] || !still[i]) continue;
-      fixed_[i] = true;
+      fixed[i] = any = true;
       for (int op : {k_->body[i].a, k_->body[i].b, k_->body[i].c})
         if (op >= 0) need[op] = true;
     }
-    bool any = false;
-    for (int i = 0; i < n; ++i) any = any || fixed_[i];
-    if (!any) return fixed_.clear();
+    return any ? fixed : std::vector<bool>{};
+  }
+
+  // An element-wise row (the innermost kept axis from `at`): its fixed Gather indices first.
+  void hoist_gather_rows(int axis, llvm::Value* at) {
+    fixed_ = gather_indices_fixed_along(axis, axis + 1);
+    if (fixed_.empty()) return;
     vals_.assign(k_->body.size(), nullptr);
     point_[axis] = at;  // any point of the row: these values do not move along it
-    for (int i = 0; i < n; ++i)
-      if (fixed_[i]) vals_[i] = emit_value(i);
+    for (size_t i = 0; i < fixed_.size(); ++i)
+      if (fixed_[i]) vals_[i] = emit_value(static_cast<int>(i));
   }
 
   void emit_row() {
@@ -990,6 +996,15 @@ class Codegen {
     AccState s = reduction_state(1);
     init_state(s, nullptr);
     int kept = k_->kept_axes();
+    // A kernel's own reduction (not a row kernel's pass, which hoists its own): Gather indices
+    // fixed along the reduced axes (an embedding bag's row sum) are computed before their loops.
+    bool own = passes_.empty();
+    if (own) {
+      hoisted_ = gather_indices_fixed_along(kept, k_->ndim());
+      for (int a = kept; a < k_->ndim() && !hoisted_.empty(); ++a) point_[a] = i64(0);
+      for (size_t i = 0; i < hoisted_.size(); ++i)
+        if (hoisted_[i]) vals_[i] = emit_value(static_cast<int>(i));
+    }
     std::function<void(int)> nest = [&](int axis) {
       if (axis == k_->ndim()) {
         for (int i = 0; i < red.value; ++i)
@@ -1005,6 +1020,7 @@ class Codegen {
       });
     };
     nest(kept);
+    if (own) hoisted_.clear();
     loop_width_ = 0;
     for (int a = kept; a < k_->ndim(); ++a) point_[a] = i64(0);  // the epilogue's view
     vals_[red.value] = reduce_result(s, nullptr, false);
@@ -1060,13 +1076,14 @@ class Codegen {
 
   // True when the tiled walk pays: some prologue load is contiguous along the innermost kept
   // axis and none is contiguous along the innermost reduced axis. Constant strides only.
+  // A gathered row read along the reduced axis (an embedding bag's row sum) is such a load.
   bool column_reduction() const {
     if (!k_->reduce || k_->kept_axes() == 0) return false;
     int kin = k_->kept_axes() - 1, rin = k_->ndim() - 1;
     bool kept_unit = false;
     for (int i = 0; i < k_->reduce->value; ++i) {
       const Value& v = k_->body[i];
-      if (v.kind != ValueKind::Load) continue;
+      if (v.kind != ValueKind::Load && v.kind != ValueKind::Gather) continue;
       const IndexMap& m = k_->buffers[v.buffer].map;
       if (m.strides[rin] == Dim::constant(1) || m.strides[rin].is_runtime()) return false;
       kept_unit = kept_unit || m.strides[kin] == Dim::constant(1);
