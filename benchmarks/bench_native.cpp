@@ -10,8 +10,8 @@
 // they should be faster, on a CPU device no worse; and each device kernel against the Kernel IR
 // lowering it replaced.
 // Sort and argsort there too (goal: faster than the cpu backend where the device is a GPU).
-// Last, take(W, ids) * s + b compiled on cpu (W 50000 x 512 float32, 65536 ids), the gather read
-// inside the element-wise kernel against it stored first (KILN_GATHER_FUSION=0).
+// Last, take(W, ids) * s + b and sum(take(W, ids), 1) compiled on cpu (W 50000 x 512 float32,
+// 65536 ids), the gather read inside the kernel against it stored first (KILN_GATHER_FUSION=0).
 //   build/benchmarks/bench_native [python] [reps] [n]   (python: ~/peers/bin/python)
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -198,7 +198,7 @@ struct FusedGather {
   double fused_ms = 1e30, stored_ms = 1e30;
   bool same = false;
 };
-FusedGather fused_gather(Device dev, int64_t rows, int64_t width, int64_t m, int reps) {
+FusedGather fused_gather(Device dev, int64_t rows, int64_t width, int64_t m, int reps, bool bag) {
   StreamScope on(dev);
   Array w = random::normal({rows, width}, float32, random::key(3), dev);
   Array ids = astype(
@@ -206,7 +206,9 @@ FusedGather fused_gather(Device dev, int64_t rows, int64_t width, int64_t m, int
   Array s = random::normal({width}, float32, random::key(5), dev);
   Array b = random::normal({width}, float32, random::key(6), dev);
   eval({w, ids, s, b});
-  auto embed = [](const std::vector<Array>& x) {
+  auto embed = [bag](const std::vector<Array>& x) {
+    // bag: an embedding bag's row sums, a reduction reading the gathered rows.
+    if (bag) return std::vector<Array>{sum(take(x[0], x[1], 0), 1)};
     return std::vector<Array>{take(x[0], x[1], 0) * x[2] + x[3]};
   };
   // Each traces (and so plans) at its first call, under the setting it is timed with.
@@ -527,7 +529,8 @@ int main(int argc, char** argv) {
                 r.lowered_ms / r.kernel_ms, r.same ? "agree" : "DIFFER");
 
   const int64_t rows = 50000, width = 512, m = 65536;
-  FusedGather fg = fused_gather(cpu, rows, width, m, std::min(reps, 10));
+  FusedGather fg = fused_gather(cpu, rows, width, m, std::min(reps, 10), false);
+  FusedGather bag = fused_gather(cpu, rows, width, m, std::min(reps, 10), true);
   std::printf(
       "\ntake(W, ids) * s + b compiled on %s, W %lld x %lld float32, %lld ids: the gather "
       "inside the element-wise kernel vs stored first (KILN_GATHER_FUSION=0), fastest of %d\n",
@@ -535,6 +538,9 @@ int main(int argc, char** argv) {
       static_cast<long long>(m), std::min(reps, 10));
   std::printf("fused %.3f ms, stored %.3f ms: %.2fx; outputs %s\n", fg.fused_ms, fg.stored_ms,
               fg.stored_ms / fg.fused_ms, fg.same ? "equal" : "DIFFER");
+  std::printf("sum(take(W, ids), 1): fused %.3f ms, stored %.3f ms: %.2fx; outputs %s\n",
+              bag.fused_ms, bag.stored_ms, bag.stored_ms / bag.fused_ms,
+              bag.same ? "equal" : "DIFFER");
 
   double bytes = 2.0 * n * sizeof(float);
   std::printf("\ncopy of the same bytes: %.3f ms (%.1f GB/s; memcpy %.3f ms, %d threads %.3f ms)\n",
