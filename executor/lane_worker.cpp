@@ -1,8 +1,8 @@
 #include "executor/lane_worker.h"
 
 #include <chrono>
-#include <cstdlib>
 
+#include "graph/at_exit.h"
 #include "graph/immortal.h"
 
 namespace kiln {
@@ -52,8 +52,14 @@ void leave_job() {
   g.cv.notify_all();
 }
 
+// The gate closes before the devices finish their work at exit (graph/at_exit.h): a running
+// job may still enqueue device work.
 void close_gate_at_exit() {
-  static const bool registered = [] { return std::atexit(close_gate) == 0; }();
+  static const bool registered = [] {
+    at_exit_finish(ExitStage::HostJobs, close_gate);
+    arm_exit_finish();
+    return true;
+  }();
   (void)registered;
 }
 

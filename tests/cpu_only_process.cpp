@@ -5,11 +5,13 @@
 // mapped, the control showing the check can see them. Without flags it only runs one eager op:
 // the program whose start-up to first result is timed (cold caches: empty KILN_CACHE_DIR).
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -138,6 +140,47 @@ int concurrent_first_use() {
   return cpu_work() ? 0 : 1;
 }
 
+// --exit-with-work: a compiled call leaves long opencl work running when main returns, and a
+// handler registered with atexit before vulkan starts (as a library finaliser would be) checks
+// that the work has ended by the time it runs: Kiln finishes device work at exit before the
+// finalisers of every library loaded so far (graph/at_exit.h). Before that, PoCL could still be
+// compiling the kernel in LLVM while lavapipe's finaliser ran, and the process crashed.
+std::optional<kiln::Array> g_pending;  // constructed before the handler: destroyed after it
+
+void pending_work_has_ended() {
+  if (g_pending && !g_pending->is_evaluated()) {
+    // The completion callback may trail the queue's finish by a moment.
+    for (int i = 0; i < 500 && !g_pending->is_evaluated(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!g_pending->is_evaluated()) {
+      std::cerr << "opencl work was still running when a finaliser registered before vulkan "
+                   "started ran\n";
+      std::_Exit(3);
+    }
+  }
+}
+
+int exit_with_work() {
+  kiln::Device cl = kiln::device("opencl"), vk = kiln::device("vulkan");
+  auto f = kiln::compile([](const std::vector<kiln::Array>& in) {
+    kiln::Array x = in[0];
+    for (int i = 0; i < 40; ++i) x = kiln::sin(x) * 1.5f + kiln::cos(x);
+    return std::vector<kiln::Array>{x};
+  });
+  {
+    kiln::StreamScope on_cl(cl);
+    kiln::Array x = kiln::random::uniform({1 << 22}, kiln::float32, kiln::random::key(7));
+    kiln::eval(x);
+    g_pending = f({x})[0];  // returns while the device works
+  }
+  std::atexit(pending_work_has_ended);
+  kiln::Array y = kiln::ones({4}, kiln::float32, vk) + 1.0f;
+  if (y.to_vector<float>()[0] != 2.0f) return std::cerr << "wrong vulkan result\n", 1;
+  if (g_pending->is_evaluated())
+    std::cerr << "note: the opencl work ended before main returned; the check proves nothing\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -147,7 +190,9 @@ int main(int argc, char** argv) {
     if (mode == "--check-maps") return check_maps();
     if (mode == "--all-devices") return check_all_devices();
     if (mode == "--concurrent") return concurrent_first_use();
-    std::cerr << "usage: cpu_only_process [--check-maps | --all-devices | --concurrent]\n";
+    if (mode == "--exit-with-work") return exit_with_work();
+    std::cerr << "usage: cpu_only_process [--check-maps | --all-devices | --concurrent | "
+                 "--exit-with-work]\n";
     return 2;
   } catch (const kiln::Error& e) {
     std::cerr << "kiln: " << e.what() << "\n";

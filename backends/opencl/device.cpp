@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "graph/at_exit.h"
 #include "graph/error.h"
 #include "graph/log.h"
 
@@ -88,6 +89,7 @@ void open(ClDevice& d) {
   cl_check(err, "clCreateCommandQueue");
   probe(d);
   d.available = true;
+  arm_exit_finish();  // the driver is loaded and open: finish its queues before its finalisers
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "backends/opencl/scan.h"
 #include "backends/opencl/scatter.h"
 #include "backends/opencl/sort.h"
+#include "graph/at_exit.h"
 #include "graph/env.h"
 #include "graph/error.h"
 #include "graph/immortal.h"
@@ -228,7 +229,8 @@ size_t groups_for(int64_t work, size_t local, size_t cap) {
 
 // The live command queues. Lanes (and so their queues) live for the process, so at exit,
 // before the libraries' own finalisers run (the driver's among them), every queue finishes its
-// work here: a driver thread still running enqueued work while its code is torn down crashes.
+// work here (graph/at_exit.h): a driver thread still running enqueued work while its code is
+// torn down crashes.
 struct LiveQueues {
   std::mutex mu;
   std::set<cl_command_queue> queues;
@@ -247,7 +249,7 @@ class ClQueue : public Queue {
  public:
   ClQueue(ClDevice& dev, std::shared_ptr<ClPool> pool, Backend& backend, int device)
       : dev_(dev), pool_(std::move(pool)), backend_(backend), device_(device) {
-    static const bool registered = std::atexit(finish_at_exit) == 0;
+    static const bool registered = (at_exit_finish(ExitStage::Devices, finish_at_exit), true);
     (void)registered;
     cl_int err = CL_SUCCESS;
     q_ = clCreateCommandQueue(dev.context, dev.id, 0, &err);  // in order

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "backends/vulkan/disk_cache.h"
+#include "graph/at_exit.h"
 #include "graph/env.h"
 #include "graph/error.h"
 #include "graph/log.h"
@@ -513,12 +514,12 @@ std::shared_ptr<Context> context(int index) {
     if (!all[index].usable)
       throw_error("vulkan: device vulkan:", index, " is not usable: ", all[index].reason);
     c = std::make_shared<Context>(index);
-    // Registered once a device exists: atexit handlers run in the reverse order of their
-    // registration, library finalisers among them, so idle_at_exit runs before those of the
-    // libraries the instance and device loaded (the driver, validation layers). Registered
-    // earlier, it called into NVIDIA's validation-layer chain after that was torn down.
-    static bool idle_registered = false;
-    if (!idle_registered) idle_registered = std::atexit(idle_at_exit) == 0;
+    // Armed once the device exists, so idle_at_exit runs before the finalisers of the
+    // libraries the instance and device loaded (the driver, validation layers; graph/at_exit.h).
+    // Registered earlier, it called into NVIDIA's validation-layer chain after that was torn
+    // down; and lavapipe's finaliser ran while PoCL was still compiling an enqueued kernel.
+    at_exit_finish(ExitStage::Devices, idle_at_exit);
+    arm_exit_finish();
   }
   return c;
 }
