@@ -161,6 +161,10 @@ void pending_work_has_ended() {
 }
 
 int exit_with_work() {
+  for (const kiln::DeviceInfo& d : kiln::devices())
+    if ((d.device.backend == "opencl" || d.device.backend == "vulkan") && !d.available)
+      return std::cout << "skipped: " << d.device.str() << " is not usable: " << d.reason << "\n",
+             77;
   kiln::Device cl = kiln::device("opencl"), vk = kiln::device("vulkan");
   auto f = kiln::compile([](const std::vector<kiln::Array>& in) {
     kiln::Array x = in[0];
