@@ -33,16 +33,19 @@ void at_exit_finish(ExitStage stage, void (*finish)()) {
                    [](const auto& a, const auto& b) { return a.first < b.first; });
 }
 
-void arm_exit_finish() { std::atexit(run_exit_finish); }
+void arm_exit_finish() {
+  std::atexit([] { run_exit_finish(); });
+}
 
-void run_exit_finish() {
+void run_exit_finish(ExitStage from) {
   std::vector<std::pair<ExitStage, void (*)()>> steps;
   {
     ExitSteps& s = exit_steps();
     std::lock_guard<std::mutex> lock(s.mu);
     steps = s.steps;  // a step may add another (a backend first used at exit)
   }
-  for (const auto& step : steps) step.second();
+  for (const auto& step : steps)
+    if (step.first >= from) step.second();
 }
 
 }  // namespace kiln

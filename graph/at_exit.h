@@ -18,7 +18,8 @@ void at_exit_finish(ExitStage stage, void (*finish)());
 // opened a driver: the steps then run before the finalisers of every library loaded so far.
 void arm_exit_finish();
 
-// Runs every step now, in stage order (what the atexit handler does).
-void run_exit_finish();
+// Runs every step of stage `from` and later now, in stage order (the atexit handler runs them
+// all; Python's atexit runs the Devices stage while the interpreter is still whole).
+void run_exit_finish(ExitStage from = ExitStage::HostJobs);
 
 }  // namespace kiln

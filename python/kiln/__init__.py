@@ -17,6 +17,11 @@ from ._kiln import *  # noqa: F401,F403  (the C++ bindings: array, ops, devices,
 from ._kiln import Error, array
 from . import _composites
 
+# Registered first, so it runs last of kiln's atexit hooks: device work nobody waited for (a
+# compiled call's outputs dropped unread) ends while the interpreter is whole, before its
+# finalisation frees what that work uses (graph/at_exit.h).
+_atexit.register(_kiln._finish_device_work)
+
 # The dtypes as module attributes, as mlx.core has them.
 bool_ = _kiln.bool_
 int8, int32, int64 = _kiln.int8, _kiln.int32, _kiln.int64

@@ -5,6 +5,7 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include "graph/at_exit.h"
 #include "kiln_py.h"
 
 namespace kiln::py {
@@ -120,6 +121,14 @@ void init_devices(nb::module_& m) {
           synchronize(current_stream());
       },
       "stream"_a = nb::none());
+
+  m.def(
+      "_finish_device_work",
+      [] {
+        nb::gil_scoped_release release;
+        run_exit_finish(ExitStage::Devices);
+      },
+      "Waits for the work every opencl and vulkan queue holds (run at interpreter exit).");
 
   nb::class_<StreamContext>(m, "StreamContext")
       .def("__enter__",
