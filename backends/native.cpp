@@ -45,6 +45,12 @@ void check_native_args(const NativeArgs& a, const std::vector<size_t>& bytes) {
                   " bytes, needs ", need[b]);
 }
 
+void check_native_buffers(const NativeArgs& a) {
+  std::vector<size_t> bytes;
+  for (Buffer* b : a.buffers) bytes.push_back(b ? b->bytes() : 0);
+  check_native_args(a, bytes);
+}
+
 EventPtr Queue::enqueue_native(const NativeArgs& a) {
   throw_error(native_name(a), ": this backend has no native ", op_name(a.op),
               " (a backend runs sort, argsort, scans, gathers and scatters itself or raises)");

@@ -14,6 +14,8 @@ namespace kiln {
 std::string native_name(const NativeArgs& a);
 // Raises kiln::Error when the buffers do not hold what `a` describes (a bug in the caller).
 void check_native_args(const NativeArgs& a, const std::vector<size_t>& buffer_bytes);
+// The same for a's own buffers (a null one counts as 0 bytes).
+void check_native_buffers(const NativeArgs& a);
 
 // The index rule: negative from the end, then clamped to [0, n - 1] (n > 0).
 inline int64_t native_index(int64_t i, int64_t n) {

@@ -1,11 +1,10 @@
 #include "backends/opencl/matmul.h"
 
-#include <map>
 #include <mutex>
 
+#include "backends/opencl/native_launch.h"
 #include "backends/opencl/program_cache.h"
 #include "graph/error.h"
-#include "graph/immortal.h"
 #ifdef KILN_HAVE_CLBLAST
 #include <clblast.h>
 #endif
@@ -74,25 +73,15 @@ std::string source(Dtype d, bool fp64) {
 }
 
 MatmulKernel& kernel_for(ClDevice& dev, Dtype d) {
-  struct Cache {
-    std::mutex mu;
-    std::map<std::pair<const ClDevice*, int>, std::unique_ptr<MatmulKernel>> kernels;
-  };
-  static Immortal<Cache> cache;
-  std::lock_guard<std::mutex> lock(cache->mu);
-  auto& slot = cache->kernels[{&dev, static_cast<int>(d.kind)}];
-  if (!slot) {
+  return cached_kernels<MatmulKernel>(dev, static_cast<int>(d.kind), [&] {
     if (d == float64 && !dev.fp64)
       throw_error("opencl: matmul of float64 needs the cl_khr_fp64 extension, which ", dev.label(),
                   " lacks");
     auto k = std::make_unique<MatmulKernel>();
     k->program = build_program(dev, source(d, dev.fp64), "matmul").program;
-    cl_int err = CL_SUCCESS;
-    k->kernel = clCreateKernel(k->program, "kiln_matmul", &err);
-    cl_check(err, "clCreateKernel (matmul)");
-    slot = std::move(k);
-  }
-  return *slot;
+    k->kernel = make_kernel(k->program, "kiln_matmul", "matmul");
+    return k;
+  });
 }
 
 #ifdef KILN_HAVE_CLBLAST
@@ -164,19 +153,13 @@ cl_event enqueue_matmul(ClDevice& dev, ClPool& pool, cl_command_queue q, const M
   // transposed operand is stored as its transpose and read in place.
   cl_long sai = a.trans_a ? 1 : kk, sap = a.trans_a ? m : 1;
   cl_long sbp = a.trans_b ? 1 : n, sbj = a.trans_b ? kk : 1;
-  const std::pair<size_t, const void*> args[] = {
-      {sizeof ma, &ma},   {sizeof mb, &mb},   {sizeof mc, &mc},   {sizeof mo, &mo},
-      {sizeof m, &m},     {sizeof n, &n},     {sizeof kk, &kk},   {sizeof nb, &nb},
-      {sizeof sai, &sai}, {sizeof sap, &sap}, {sizeof sbp, &sbp}, {sizeof sbj, &sbj}};
-  for (cl_uint i = 0; i < 12; ++i)
-    cl_check(clSetKernelArg(k.kernel, i, args[i].first, args[i].second), "clSetKernelArg (matmul)");
   size_t local = std::min<size_t>(64, dev.max_work_group),
          total = batches * static_cast<size_t>(a.m * a.n);
   size_t global =
       std::min<size_t>((total + local - 1) / local, dev.compute_units * size_t{64}) * local;
   cl_event ev = nullptr;
-  cl_check(clEnqueueNDRangeKernel(q, k.kernel, 1, nullptr, &global, &local, 0, nullptr, &ev),
-           "clEnqueueNDRangeKernel (matmul)");
+  launch(q, k.kernel, "matmul", global, local, &ev, ma, mb, mc, mo, m, n, kk, nb, sai, sap, sbp,
+         sbj);
   return ev;
 }
 

@@ -2,15 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
 #include <mutex>
 #include <string>
 
 #include "backends/native.h"
+#include "backends/opencl/native_launch.h"
 #include "backends/opencl/prelude_opencl.h"
 #include "backends/opencl/program_cache.h"
 #include "graph/error.h"
-#include "graph/immortal.h"
 
 namespace kiln::opencl {
 
@@ -251,44 +250,25 @@ struct ScanProgram {
 
 // dev.cpu: the chunked form, else the tile form.
 ScanProgram& program_for(ClDevice& dev, Dtype d) {
-  struct Cache {
-    std::mutex mu;
-    std::map<std::pair<const ClDevice*, int>, std::unique_ptr<ScanProgram>> programs;
-  };
-  static Immortal<Cache> cache;
-  std::lock_guard<std::mutex> lock(cache->mu);
-  auto& slot = cache->programs[{&dev, static_cast<int>(d.kind)}];
-  if (!slot) {
+  return cached_kernels<ScanProgram>(dev, static_cast<int>(d.kind), [&] {
     auto p = std::make_unique<ScanProgram>();
     p->program = build_program(dev, source(d, dev.cpu), "scan").program;
     p->local = 256;
     for (int op = 0; op < kOps; ++op) {
       if (op == kLogAddExp && !d.is_float()) continue;
-      cl_int err = CL_SUCCESS;
       char name[32];
       std::snprintf(name, sizeof name, "kiln_scan_in_%d", op);
-      p->in[op] = clCreateKernel(p->program, name, &err);
-      cl_check(err, "clCreateKernel (scan)");
+      p->in[op] = make_kernel(p->program, name, "scan");
       if (d.size() >= 4) {
         p->acc[op] = p->in[op];  // 4- and 8-byte dtypes accumulate in their own type
       } else {
         std::snprintf(name, sizeof name, "kiln_scan_acc_%d", op);
-        p->acc[op] = clCreateKernel(p->program, name, &err);
-        cl_check(err, "clCreateKernel (scan)");
+        p->acc[op] = make_kernel(p->program, name, "scan");
       }
       p->local = std::min({p->local, local_size(dev, p->in[op]), local_size(dev, p->acc[op])});
     }
-    slot = std::move(p);
-  }
-  return *slot;
-}
-
-cl_mem mem_on(ClDevice& dev, Buffer* b, const NativeArgs& a) {
-  auto* cb = dynamic_cast<ClBuffer*>(b);
-  if (!cb || &cb->cl_device() != &dev)
-    throw_error("opencl: ", native_name(a), " got a buffer that is not on ", dev.label(),
-                " (the plan must copy it there first)");
-  return cb->mem();
+    return p;
+  });
 }
 
 // One level of the scan of `rows` rows of n (kernel k: src and dst of its storage type):
@@ -306,33 +286,21 @@ struct Scan {
   void launch(cl_kernel k, cl_mem src, cl_mem dst, cl_mem aux, int64_t rows, cl_long n,
               cl_long inner, cl_long tiles, cl_int flags) {
     size_t asz = accumulator_bytes(d), tile = p.local * kRun;
-    const std::pair<size_t, const void*> args[] = {
-        {sizeof src, &src},     {sizeof dst, &dst},       {sizeof aux, &aux},
-        {tile * asz, nullptr},  {p.local * asz, nullptr}, {sizeof n, &n},
-        {sizeof inner, &inner}, {sizeof tiles, &tiles},   {sizeof flags, &flags}};
-    for (cl_uint i = 0; i < 9; ++i)
-      cl_check(clSetKernelArg(k, i, args[i].first, args[i].second), "clSetKernelArg (scan)");
-    size_t global = static_cast<size_t>(rows * tiles) * p.local, lsize = p.local;
+    size_t global = static_cast<size_t>(rows * tiles) * p.local;
     if (last) clReleaseEvent(last);
     last = nullptr;
-    cl_check(clEnqueueNDRangeKernel(q, k, 1, nullptr, &global, &lsize, 0, nullptr, &last),
-             "clEnqueueNDRangeKernel (scan)");
+    opencl::launch(q, k, "scan", global, p.local, &last, src, dst, aux, LocalBytes{tile * asz},
+                   LocalBytes{p.local * asz}, n, inner, tiles, flags);
   }
 
   // The chunked form: a few chunks per core in all, none shorter than kMinChunk elements.
   void launch_chunks(cl_kernel k, cl_mem src, cl_mem dst, cl_mem aux, cl_long rows, cl_long n,
                      cl_long inner, cl_long chunks, cl_long chunk, cl_int flags) {
-    const std::pair<size_t, const void*> args[] = {
-        {sizeof src, &src},       {sizeof dst, &dst},     {sizeof aux, &aux},
-        {sizeof n, &n},           {sizeof inner, &inner}, {sizeof rows, &rows},
-        {sizeof chunks, &chunks}, {sizeof chunk, &chunk}, {sizeof flags, &flags}};
-    for (cl_uint i = 0; i < 9; ++i)
-      cl_check(clSetKernelArg(k, i, args[i].first, args[i].second), "clSetKernelArg (scan)");
     size_t global = static_cast<size_t>(rows * chunks);
     if (last) clReleaseEvent(last);
     last = nullptr;
-    cl_check(clEnqueueNDRangeKernel(q, k, 1, nullptr, &global, nullptr, 0, nullptr, &last),
-             "clEnqueueNDRangeKernel (scan)");
+    opencl::launch(q, k, "scan", global, 0, &last, src, dst, aux, n, inner, rows, chunks, chunk,
+                   flags);
   }
 
   void chunked(cl_kernel k, cl_mem src, cl_mem dst, int64_t rows, int64_t n, int64_t inner,
@@ -368,9 +336,7 @@ struct Scan {
 
 cl_event enqueue_scan(ClDevice& dev, ClPool& pool, cl_command_queue q, const NativeArgs& a,
                       std::vector<std::shared_ptr<void>>& keep) {
-  std::vector<size_t> bytes;
-  for (Buffer* b : a.buffers) bytes.push_back(b ? b->bytes() : 0);
-  check_native_args(a, bytes);
+  check_native_buffers(a);
   if (a.scan == ScanOp::LogAddExp && !a.dtype.is_float())
     throw_error("opencl: ", native_name(a), " is not defined (valid: float dtypes)");
   if (a.dtype == float64 && !dev.fp64)

@@ -2,15 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <sstream>
 
 #include "backends/native.h"
+#include "backends/opencl/native_launch.h"
 #include "backends/opencl/prelude_opencl.h"
 #include "backends/opencl/program_cache.h"
 #include "graph/error.h"
-#include "graph/immortal.h"
 
 namespace kiln::opencl {
 
@@ -130,69 +129,27 @@ struct ScatterKernels {
   std::mutex mu;     // argument state is shared
 };
 
-cl_kernel make_kernel(cl_program p, const char* name) {
-  cl_int err = CL_SUCCESS;
-  cl_kernel k = clCreateKernel(p, name, &err);
-  cl_check(err, "clCreateKernel (scatter_add)");
-  return k;
-}
-
 ScatterKernels& kernels_for(ClDevice& dev, Dtype d) {
-  struct Cache {
-    std::mutex mu;
-    std::map<std::pair<const ClDevice*, int>, std::unique_ptr<ScatterKernels>> kernels;
-  };
-  static Immortal<Cache> cache;
-  std::lock_guard<std::mutex> lock(cache->mu);
-  auto& slot = cache->kernels[{&dev, static_cast<int>(d.kind)}];
-  if (!slot) {
+  return cached_kernels<ScatterKernels>(dev, static_cast<int>(d.kind), [&] {
     auto k = std::make_unique<ScatterKernels>();
     k->program = build_program(dev, source(d), "scatter_add").program;
-    k->add = make_kernel(k->program, "kiln_scatter_add");
+    k->add = make_kernel(k->program, "kiln_scatter_add", "scatter_add");
     k->local = local_size(dev, k->add);
     if (form_of(d).wide) {
-      k->widen = make_kernel(k->program, "kiln_scatter_widen");
-      k->narrow = make_kernel(k->program, "kiln_scatter_narrow");
+      k->widen = make_kernel(k->program, "kiln_scatter_widen", "scatter_add");
+      k->narrow = make_kernel(k->program, "kiln_scatter_narrow", "scatter_add");
       k->local = std::min({k->local, local_size(dev, k->widen), local_size(dev, k->narrow)});
     }
-    slot = std::move(k);
-  }
-  return *slot;
-}
-
-cl_mem mem_on(ClDevice& dev, Buffer* b, const NativeArgs& a) {
-  auto* cb = dynamic_cast<ClBuffer*>(b);
-  if (!cb || &cb->cl_device() != &dev)
-    throw_error("opencl: ", native_name(a), " got a buffer that is not on ", dev.label(),
-                " (the plan must copy it there first)");
-  return cb->mem();
-}
-
-// A GPU gets one work-item per element; a CPU device a few work-groups per compute unit, each
-// work-item a contiguous run (as codegen.h's element-wise kernels). Returns the global size and
-// sets the run length.
-size_t grid(const ClDevice& dev, size_t local, int64_t total, cl_long& chunk) {
-  auto l = static_cast<int64_t>(local);
-  int64_t groups = (total + l - 1) / l;
-  if (dev.cpu) groups = std::min<int64_t>(groups, int64_t{4} * dev.compute_units);
-  chunk = (total + groups * l - 1) / (groups * l);
-  return static_cast<size_t>(groups * l);
-}
-
-void set_args(cl_kernel k, std::initializer_list<std::pair<size_t, const void*>> args) {
-  cl_uint i = 0;
-  for (const auto& a : args)
-    cl_check(clSetKernelArg(k, i++, a.first, a.second), "clSetKernelArg (scatter_add)");
+    return k;
+  });
 }
 
 // An elementwise pass over `total` elements from `src` into `dst`; its event or null.
 void pass(const ClDevice& dev, cl_command_queue q, cl_kernel k, size_t local, cl_mem src,
           cl_mem dst, int64_t total, cl_event* ev) {
   cl_long chunk = 0, t = total;
-  size_t global = grid(dev, local, total, chunk);
-  set_args(k, {{sizeof src, &src}, {sizeof dst, &dst}, {sizeof t, &t}, {sizeof chunk, &chunk}});
-  cl_check(clEnqueueNDRangeKernel(q, k, 1, nullptr, &global, &local, 0, nullptr, ev),
-           "clEnqueueNDRangeKernel (scatter_add)");
+  size_t global = chunked_grid(dev, local, total, chunk);
+  launch(q, k, "scatter_add", global, local, ev, src, dst, t, chunk);
 }
 
 bool has_extension(const ClDevice& dev, const char* name) {
@@ -217,9 +174,7 @@ bool has_scatter_add_kernel(const ClDevice& dev, Dtype d) {
 
 cl_event enqueue_scatter_add(ClDevice& dev, ClPool& pool, cl_command_queue q, const NativeArgs& a,
                              std::vector<std::shared_ptr<void>>& keep) {
-  std::vector<size_t> bytes;
-  for (Buffer* b : a.buffers) bytes.push_back(b ? b->bytes() : 0);
-  check_native_args(a, bytes);
+  check_native_buffers(a);
   if (!has_scatter_add_kernel(dev, a.dtype))
     throw_error("opencl: ", native_name(a), " needs cl_khr_int64_base_atomics",
                 a.dtype == float64 ? " and cl_khr_fp64" : "", ", which ", dev.label(),
@@ -248,19 +203,9 @@ cl_event enqueue_scatter_add(ClDevice& dev, ClPool& pool, cl_command_queue q, co
   if (updates > 0) {
     cl_long chunk = 0, outer = a.outer, n = a.n, inner = a.inner, m = a.m;
     cl_int shared = a.shared_index ? 1 : 0;
-    size_t global = grid(dev, k.local, updates, chunk), local = k.local;
-    set_args(k.add, {{sizeof mi, &mi},
-                     {sizeof mu, &mu},
-                     {sizeof acc, &acc},
-                     {sizeof outer, &outer},
-                     {sizeof n, &n},
-                     {sizeof inner, &inner},
-                     {sizeof m, &m},
-                     {sizeof shared, &shared},
-                     {sizeof chunk, &chunk}});
-    cl_check(clEnqueueNDRangeKernel(q, k.add, 1, nullptr, &global, &local, 0, nullptr,
-                                    wide ? nullptr : &ev),
-             "clEnqueueNDRangeKernel (scatter_add)");
+    size_t global = chunked_grid(dev, k.local, updates, chunk);
+    launch(q, k.add, "scatter_add", global, k.local, wide ? nullptr : &ev, mi, mu, acc, outer, n,
+           inner, m, shared, chunk);
   }
   if (wide) pass(dev, q, k.narrow, k.local, acc, mo, total, &ev);
   if (!ev) cl_check(clEnqueueMarkerWithWaitList(q, 0, nullptr, &ev), "clEnqueueMarker");

@@ -1,15 +1,14 @@
 #include "backends/opencl/sort.h"
 
-#include <map>
 #include <mutex>
 #include <sstream>
 #include <tuple>
 
 #include "backends/native.h"
+#include "backends/opencl/native_launch.h"
 #include "backends/opencl/program_cache.h"
 #include "backends/sort_passes.h"
 #include "graph/error.h"
-#include "graph/immortal.h"
 
 namespace kiln::opencl {
 
@@ -156,51 +155,17 @@ struct SortKernels {
   std::mutex mu;     // argument state is shared
 };
 
-cl_kernel make(cl_program p, const char* name) {
-  cl_int err = CL_SUCCESS;
-  cl_kernel k = clCreateKernel(p, name, &err);
-  cl_check(err, "clCreateKernel (sort)");
-  return k;
-}
-
 SortKernels& kernels_for(ClDevice& dev, Dtype d) {
-  struct Cache {
-    std::mutex mu;
-    std::map<std::pair<const ClDevice*, int>, std::unique_ptr<SortKernels>> kernels;
-  };
-  static Immortal<Cache> cache;
-  std::lock_guard<std::mutex> lock(cache->mu);
-  auto& slot = cache->kernels[{&dev, static_cast<int>(d.kind)}];
-  if (!slot) {
+  return cached_kernels<SortKernels>(dev, static_cast<int>(d.kind), [&] {
     auto k = std::make_unique<SortKernels>();
     k->program = build_program(dev, source(d), "sort").program;
-    k->keys = make(k->program, "kiln_sort_keys");
-    k->local = make(k->program, "kiln_sort_local");
-    k->global = make(k->program, "kiln_sort_global");
-    k->out = make(k->program, "kiln_sort_out");
+    k->keys = make_kernel(k->program, "kiln_sort_keys", "sort");
+    k->local = make_kernel(k->program, "kiln_sort_local", "sort");
+    k->global = make_kernel(k->program, "kiln_sort_global", "sort");
+    k->out = make_kernel(k->program, "kiln_sort_out", "sort");
     k->lanes = local_size(dev, k->local);
-    slot = std::move(k);
-  }
-  return *slot;
-}
-
-cl_mem mem_on(ClDevice& dev, Buffer* b, const NativeArgs& a) {
-  auto* cb = dynamic_cast<ClBuffer*>(b);
-  if (!cb || &cb->cl_device() != &dev)
-    throw_error("opencl: ", native_name(a), " got a buffer that is not on ", dev.label(),
-                " (the plan must copy it there first)");
-  return cb->mem();
-}
-
-// Sets the arguments and enqueues; `ev` receives the event when asked for.
-template <typename... Args>
-void launch(cl_command_queue q, cl_kernel k, size_t global, size_t local, cl_event* ev,
-            const Args&... args) {
-  cl_uint i = 0;
-  (cl_check(clSetKernelArg(k, i++, sizeof(Args), &args), "clSetKernelArg (sort)"), ...);
-  cl_check(
-      clEnqueueNDRangeKernel(q, k, 1, nullptr, &global, local ? &local : nullptr, 0, nullptr, ev),
-      "clEnqueueNDRangeKernel (sort)");
+    return k;
+  });
 }
 
 // Work-items for a loop over `items`: whole work-groups, a few per compute unit on a CPU device.
@@ -214,9 +179,7 @@ size_t items_grid(const ClDevice& dev, int64_t items, size_t lanes) {
 
 cl_event enqueue_sort(ClDevice& dev, ClPool& pool, cl_command_queue q, const NativeArgs& a,
                       std::vector<std::shared_ptr<void>>& keep) {
-  std::vector<size_t> bytes;
-  for (Buffer* b : a.buffers) bytes.push_back(b ? b->bytes() : 0);
-  check_native_args(a, bytes);
+  check_native_buffers(a);
   const int64_t total = a.out_elements();
   if (total == 0) return nullptr;
   cl_mem in = mem_on(dev, a.buffers[0], a), out = mem_on(dev, a.buffers[1], a);
@@ -234,32 +197,23 @@ cl_event enqueue_sort(ClDevice& dev, ClPool& pool, cl_command_queue q, const Nat
   cl_uint used = static_cast<cl_uint>(rows * plan.padded), slots = static_cast<cl_uint>(plan.slots);
   cl_int total_order = a.op == Op::Sort ? 1 : 0, desc = a.descending ? 1 : 0;
   std::lock_guard<std::mutex> lock(k.mu);
-  launch(q, k.keys, items_grid(dev, plan.slots, k.lanes), k.lanes, nullptr, in, mk, mi, n, inner,
-         plog, used, slots, total_order, desc);
+  launch(q, k.keys, "sort", items_grid(dev, plan.slots, k.lanes), k.lanes, nullptr, in, mk, mi, n,
+         inner, plog, used, slots, total_order, desc);
   for (const SortPass& p : plan.passes) {
     if (p.local) {
       cl_uint k0 = p.k0, k1 = p.k1, j0 = p.j0;
-      for (cl_uint i = 0; i < 6; ++i) {
-        const void* v[] = {&mk, &mi, &pmask, &k0, &k1, &j0};
-        size_t s[] = {sizeof mk, sizeof mi, 4, 4, 4, 4};
-        cl_check(clSetKernelArg(k.local, i, s[i], v[i]), "clSetKernelArg (sort)");
-      }
-      cl_check(clSetKernelArg(k.local, 6, 2 * k.lanes * key_bytes, nullptr),
-               "clSetKernelArg (sort)");
-      cl_check(clSetKernelArg(k.local, 7, 2 * k.lanes * 4, nullptr), "clSetKernelArg (sort)");
-      size_t global = static_cast<size_t>(plan.slots) / 2, local = k.lanes;
-      cl_check(clEnqueueNDRangeKernel(q, k.local, 1, nullptr, &global, &local, 0, nullptr, nullptr),
-               "clEnqueueNDRangeKernel (sort)");
+      launch(q, k.local, "sort", static_cast<size_t>(plan.slots) / 2, k.lanes, nullptr, mk, mi,
+             pmask, k0, k1, j0, LocalBytes{2 * k.lanes * key_bytes}, LocalBytes{2 * k.lanes * 4});
     } else {
-      launch(q, k.global, static_cast<size_t>(plan.slots) / (2 * p.steps), k.lanes, nullptr, mk, mi,
-             pmask, cl_uint{p.k0}, cl_uint{p.j0}, cl_uint{p.steps});
+      launch(q, k.global, "sort", static_cast<size_t>(plan.slots) / (2 * p.steps), k.lanes, nullptr,
+             mk, mi, pmask, cl_uint{p.k0}, cl_uint{p.j0}, cl_uint{p.steps});
     }
   }
   cl_uint count = static_cast<cl_uint>(total);
   cl_int arg = a.op == Op::Argsort ? 1 : 0;
   cl_event ev = nullptr;
-  launch(q, k.out, items_grid(dev, total, k.lanes), k.lanes, &ev, in, mi, out, out, n, inner, plog,
-         count, arg);
+  launch(q, k.out, "sort", items_grid(dev, total, k.lanes), k.lanes, &ev, in, mi, out, out, n,
+         inner, plog, count, arg);
   return ev;
 }
 
