@@ -8,20 +8,6 @@ namespace kiln::vulkan {
 
 namespace {
 
-// The source position of output element g; the index is an int64 as (low, high) words.
-const char* kSourceOf = R"(uint source_of(uint g) {
-  uint row = g / pc.inner, k = g - row * pc.inner;
-  uint ob = row / pc.m, j = row - ob * pc.m;
-  uvec2 w = ix.d[pc.shared_index != 0u ? j : g];
-  uint i;
-  if (int(w.y) >= 0)
-    i = w.y != 0u || w.x >= pc.n ? pc.n - 1u : w.x;  // past the end: the last
-  else
-    i = w.y == 0xffffffffu && w.x >= 0u - pc.n ? w.x + pc.n : 0u;  // from the end, or the first
-  return (ob * pc.n + i) * pc.inner + k;
-}
-)";
-
 // One word per step; with packed elements, `mine` marks the bytes this word's elements fill
 // (all of them but in the output's last word, whose other bytes stay as they are).
 const char* kMain = R"(void main() {
@@ -49,6 +35,23 @@ const char* kMain = R"(void main() {
 )";
 
 }  // namespace
+
+std::string indexed_position_glsl(const char* name, const char* indices) {
+  return std::string("uint ") + name + R"((uint g) {
+  uint row = g / pc.inner, k = g - row * pc.inner;
+  uint ob = row / pc.m, j = row - ob * pc.m;
+  uvec2 w = )" +
+         indices +
+         R"(.d[pc.shared_index != 0u ? j : g];
+  uint i;
+  if (int(w.y) >= 0)
+    i = w.y != 0u || w.x >= pc.n ? pc.n - 1u : w.x;  // past the end: the last
+  else
+    i = w.y == 0xffffffffu && w.x >= 0u - pc.n ? w.x + pc.n : 0u;  // from the end, or the first
+  return (ob * pc.n + i) * pc.inner + k;
+}
+)";
+}
 
 std::string gather_glsl(size_t element_bytes, bool by_address) {
   if (element_bytes != 1 && element_bytes != 2 && element_bytes != 4 && element_bytes != 8)
@@ -83,7 +86,7 @@ std::string gather_glsl(size_t element_bytes, bool by_address) {
        << "layout(std430, set = 0, binding = 1) readonly buffer I { uvec2 d[]; } ix;\n"
        << "layout(std430, set = 0, binding = 2) buffer O { W d[]; } dst;\n";
   }
-  os << kSourceOf << kMain;
+  os << indexed_position_glsl("source_of", "ix") << kMain;
   return os.str();
 }
 

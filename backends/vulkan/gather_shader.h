@@ -38,4 +38,9 @@ inline int64_t gather_elements_per_word(size_t element_bytes) {
 // Raises kiln::Error for an element size other than 1, 2, 4 or 8.
 std::string gather_glsl(size_t element_bytes, bool by_address);
 
+// GLSL of `uint <name>(uint g)`: the position in the (outer, n, inner) operand of element g of
+// the (outer, m, inner) side, its int64 index read as (low, high) words from buffer `indices`
+// and put through the index rule. The gather reads from it; scatter_add adds into it.
+std::string indexed_position_glsl(const char* name, const char* indices);
+
 }  // namespace kiln::vulkan

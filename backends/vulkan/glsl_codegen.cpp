@@ -6,6 +6,7 @@
 #include "backends/source/emitter.h"
 #include "backends/source/shader_layout.h"
 #include "backends/vulkan/dialect_glsl.h"
+#include "backends/vulkan/float_controls.h"
 #include "backends/vulkan/glsl_prelude.h"
 
 namespace kiln::vulkan {
@@ -38,7 +39,8 @@ class Writer {
     if (f_.by_address)
       os << "#extension GL_EXT_buffer_reference : require\n"
          << "#extension GL_EXT_buffer_reference_uvec2 : require\n";
-    float_controls(os);
+    emit_float_controls(os, {f_.keep_nan32, f_.keep_denorm32, f_.keep_nan64 && f_.float64,
+                             f_.keep_denorm64 && f_.float64});
     os << "layout(local_size_x = " << kLocalSize << ") in;\n";
     // 32-bit addressing: the host checks at launch that every extent product and buffer fits
     // (storage buffers are at most maxStorageBufferRange bytes); 64-bit index arithmetic costs
@@ -84,28 +86,6 @@ class Writer {
   const Kernel& k_;
   const ShaderFeatures& f_;
 
-  // SPIR-V execution modes (SPV_KHR_float_controls) through GL_EXT_spirv_intrinsics: the
-  // reference's NaN, infinities, signed zeros and denormals hold on drivers that would
-  // otherwise assume them away.
-  void float_controls(std::ostream& os) const {
-    struct Mode {
-      bool on;
-      int capability, mode, width;
-    };
-    // SignedZeroInfNanPreserve: capability 4466, mode 4461; DenormPreserve: 4464, 4459.
-    const Mode modes[] = {{f_.keep_nan32, 4466, 4461, 32},
-                          {f_.keep_denorm32, 4464, 4459, 32},
-                          {f_.keep_nan64 && f_.float64, 4466, 4461, 64},
-                          {f_.keep_denorm64 && f_.float64, 4464, 4459, 64}};
-    bool any = false;
-    for (const Mode& m : modes) any = any || m.on;
-    if (!any) return;
-    os << "#extension GL_EXT_spirv_intrinsics : require\n";
-    for (const Mode& m : modes)
-      if (m.on)
-        os << "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = ["
-           << m.capability << "], " << m.mode << ", " << m.width << ");\n";
-  }
   GlslDialect d_;
 };
 

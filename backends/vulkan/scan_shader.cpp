@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "backends/native.h"
+#include "backends/vulkan/float_controls.h"
 #include "backends/vulkan/glsl_prelude.h"
 #include "graph/error.h"
 
@@ -116,24 +117,6 @@ void main() {
 }
 )";
 
-// SPIR-V execution modes (SPV_KHR_float_controls) through GL_EXT_spirv_intrinsics, as
-// glsl_codegen.cpp asks for them: for the width the scan computes in (float64's 64 bits, else 32).
-void float_controls(std::ostream& os, const ScanFloatModes& m, bool wide) {
-  struct Mode {
-    bool on;
-    int capability, mode;
-  };
-  // SignedZeroInfNanPreserve: capability 4466, mode 4461; DenormPreserve: 4464, 4459.
-  const Mode modes[] = {{wide ? m.keep_nan64 : m.keep_nan32, 4466, 4461},
-                        {wide ? m.keep_denorm64 : m.keep_denorm32, 4464, 4459}};
-  if (!modes[0].on && !modes[1].on) return;
-  os << "#extension GL_EXT_spirv_intrinsics : require\n";
-  for (const Mode& x : modes)
-    if (x.on)
-      os << "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = ["
-         << x.capability << "], " << x.mode << ", " << (wide ? 64 : 32) << ");\n";
-}
-
 std::string acc_type(Dtype d) {
   if (d == float64) return "double";
   if (d.is_float()) return "float";
@@ -228,7 +211,11 @@ std::string scan_glsl(Dtype d, uint32_t op, bool acc_stage, bool chunked, bool b
   if (by_address)
     os << "#extension GL_EXT_buffer_reference : require\n"
        << "#extension GL_EXT_buffer_reference_uvec2 : require\n";
-  if (d.is_float()) float_controls(os, modes, d == float64);
+  if (d.is_float()) {  // the modes of the width the scan computes in (float64's, else 32)
+    const bool wide = d == float64;
+    emit_float_controls(os, {!wide && modes.keep_nan32, !wide && modes.keep_denorm32,
+                             wide && modes.keep_nan64, wide && modes.keep_denorm64});
+  }
   const int lanes = chunked ? kScanChunkLanes : kScanLanes;
   os << "layout(local_size_x = " << lanes << ") in;\n"
      << "layout(push_constant) uniform Push { uint n, inner, tiles, groups, pad, flags, gx, chunk; "

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backends/vulkan/float_controls.h"
 #include "graph/dtype.h"
 
 namespace kiln::vulkan {
@@ -49,9 +50,7 @@ inline size_t scan_accumulator_bytes(Dtype d) { return d.size() == 8 ? 8 : 4; }
 // The float controls (SPV_KHR_float_controls) the device offers, which a float scan asks for as
 // generated kernels do (PhysicalInfo::keep_nan32 ...): NaN in cummax/cummin, infinities, signed
 // zeros and denormal sums hold on drivers that would otherwise assume them away.
-struct ScanFloatModes {
-  bool keep_nan32 = false, keep_denorm32 = false, keep_nan64 = false, keep_denorm64 = false;
-};
+using ScanFloatModes = FloatModes;
 
 // `acc_stage`: src and dst hold accumulators (the totals' scan), else elements of d.
 // `chunked`: the CPU device's form (each invocation a chunk of a row, sequentially; no shared

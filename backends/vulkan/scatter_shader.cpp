@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "backends/vulkan/float_controls.h"
 #include "backends/vulkan/gather_shader.h"
 #include "backends/vulkan/glsl_prelude.h"
 #include "graph/error.h"
@@ -13,20 +14,6 @@ namespace {
 // Element e of a packed array of words: E elements of BITS bits to a word.
 const char* kPacked =
     R"(uint k_elem(uint word, uint e) { return (word >> ((e % E) * BITS)) & MASK; }
-)";
-
-// The slot update g adds into; the index is an int64 as (low, high) words.
-const char* kSlotOf = R"(uint slot_of(uint g) {
-  uint row = g / pc.inner, k = g - row * pc.inner;
-  uint ob = row / pc.m, j = row - ob * pc.m;
-  uvec2 w = b0.d[pc.shared_index != 0u ? j : g];
-  uint i;
-  if (int(w.y) >= 0)
-    i = w.y != 0u || w.x >= pc.n ? pc.n - 1u : w.x;  // past the end: the last
-  else
-    i = w.y == 0xffffffffu && w.x >= 0u - pc.n ? w.x + pc.n : 0u;  // from the end, or the first
-  return (ob * pc.n + i) * pc.inner + k;
-}
 )";
 
 // Float adds as compare-and-swap loops on the bits (a NaN compares equal to itself there).
@@ -103,28 +90,6 @@ std::pair<std::string, std::string> widen_narrow(Dtype d) {
   }
 }
 
-// SPIR-V execution modes (SPV_KHR_float_controls) through GL_EXT_spirv_intrinsics, as
-// glsl_codegen.cpp asks for them: SignedZeroInfNanPreserve (capability 4466, mode 4461) and
-// DenormPreserve (4464, 4459) for the widths the pass adds in.
-void float_controls(std::ostream& os, const ScatterFloatModes& m, bool wide64) {
-  struct Mode {
-    bool on;
-    int capability, mode, width;
-  };
-  const Mode modes[] = {{m.keep_nan32 && !wide64, 4466, 4461, 32},
-                        {m.keep_denorm32 && !wide64, 4464, 4459, 32},
-                        {m.keep_nan64 && wide64, 4466, 4461, 64},
-                        {m.keep_denorm64 && wide64, 4464, 4459, 64}};
-  bool any = false;
-  for (const Mode& x : modes) any = any || x.on;
-  if (!any) return;
-  os << "#extension GL_EXT_spirv_intrinsics : require\n";
-  for (const Mode& x : modes)
-    if (x.on)
-      os << "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = ["
-         << x.capability << "], " << x.mode << ", " << x.width << ");\n";
-}
-
 }  // namespace
 
 std::string scatter_glsl(Dtype d, ScatterPass pass, bool by_address,
@@ -149,7 +114,9 @@ std::string scatter_glsl(Dtype d, ScatterPass pass, bool by_address,
   if (by_address)
     os << "#extension GL_EXT_buffer_reference : require\n"
        << "#extension GL_EXT_buffer_reference_uvec2 : require\n";
-  if (pass == ScatterPass::Add && d.is_float()) float_controls(os, modes, wide64);
+  if (pass == ScatterPass::Add && d.is_float())  // the modes of the width the pass adds in
+    emit_float_controls(os, {modes.keep_nan32 && !wide64, modes.keep_denorm32 && !wide64,
+                             modes.keep_nan64 && wide64, modes.keep_denorm64 && wide64});
   os << "#define E " << e << "u\n#define BITS " << 32 / e << "u\n#define MASK "
      << (e == 4   ? "0xffu"
          : e == 2 ? "0xffffu"
@@ -178,7 +145,8 @@ std::string scatter_glsl(Dtype d, ScatterPass pass, bool by_address,
     case ScatterPass::Add:
       os << "#define UPDATE(g) " << (wide ? "k_elem(b1.d[(g) / E], g)" : "b1.d[g]") << "\n"
          << "#define ADD(s, x) " << add_of(d) << "\n"
-         << (d.is_float() ? (d == float64 ? kAddDouble : kAddFloat) : "") << kSlotOf << kAddStep;
+         << (d.is_float() ? (d == float64 ? kAddDouble : kAddFloat) : "")
+         << indexed_position_glsl("slot_of", "b0") << kAddStep;
       break;
   }
   os << kMain;

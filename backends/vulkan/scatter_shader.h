@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backends/vulkan/float_controls.h"
 #include "graph/dtype.h"
 
 namespace kiln::vulkan {
@@ -41,9 +42,7 @@ enum class ScatterPass {
 // The float controls a device offers (PhysicalInfo keep_*): the add pass asks for them, so that
 // NaN, infinities, signed zeros and denormals add as the reference's do on a driver that would
 // otherwise assume them away or flush denormals.
-struct ScatterFloatModes {
-  bool keep_nan32 = false, keep_denorm32 = false, keep_nan64 = false, keep_denorm64 = false;
-};
+using ScatterFloatModes = FloatModes;
 
 // Whether dtype d accumulates in a 32-bit temporary (8- and 16-bit types and bool).
 inline bool scatter_add_is_wide(Dtype d) { return d.size() < 4; }

@@ -688,9 +688,7 @@ class VulkanQueue : public Queue {
   }
 
   EventPtr enqueue_gather(const NativeArgs& a) {
-    std::vector<size_t> bytes;
-    for (Buffer* b : a.buffers) bytes.push_back(b ? b->bytes() : 0);
-    check_native_args(a, bytes);
+    check_native_buffers(a);
     const int64_t total = a.out_elements();
     if (total == 0) return nullptr;
     std::string what = native_name(a);
@@ -744,9 +742,7 @@ class VulkanQueue : public Queue {
   // temporary; the updates added into it; the temporary rounded into the output. One command
   // buffer, its passes between barriers.
   EventPtr enqueue_scatter_add(const NativeArgs& a) {
-    std::vector<size_t> bytes;
-    for (Buffer* b : a.buffers) bytes.push_back(b ? b->bytes() : 0);
-    check_native_args(a, bytes);
+    check_native_buffers(a);
     const int64_t total = a.out_elements(), updates = a.outer * a.m * a.inner;
     if (total == 0) return nullptr;
     std::string what = native_name(a);
@@ -847,9 +843,7 @@ class VulkanQueue : public Queue {
   // Sort and argsort: keys, the bitonic passes of backends/sort_passes.h and the output, in one
   // submission (full barriers between the dispatches); keys and indices from the buffer pool.
   EventPtr enqueue_sort(const NativeArgs& a) {
-    std::vector<size_t> bytes;
-    for (Buffer* b : a.buffers) bytes.push_back(b ? b->bytes() : 0);
-    check_native_args(a, bytes);
+    check_native_buffers(a);
     const int64_t total = a.out_elements();
     if (total == 0) return nullptr;
     std::string what = native_name(a);
@@ -995,9 +989,7 @@ class VulkanQueue : public Queue {
   };
 
   EventPtr enqueue_scan(const NativeArgs& a) {
-    std::vector<size_t> bytes;
-    for (Buffer* b : a.buffers) bytes.push_back(b ? b->bytes() : 0);
-    check_native_args(a, bytes);
+    check_native_buffers(a);
     std::string what = native_name(a);
     if (a.scan == ScanOp::LogAddExp && !a.dtype.is_float())
       throw_error("vulkan: ", what, " is not defined (valid: float dtypes)");
