@@ -12,78 +12,21 @@
 #include <random>
 
 #include "backends/native.h"
+#include "device_native.h"
 #include "kernel_diff.h"
 #include "kiln.h"
 #include "test_util.h"
 #ifdef KILN_HAVE_VULKAN_BACKEND
 #include "backends/vulkan/vk_context.h"
-#include "backends/vulkan/vulkan_backend.h"
 #endif
 
 namespace kiln {
 namespace {
 
-#ifdef KILN_HAVE_VULKAN_BACKEND
-// The binary runs with KILN_VULKAN_VALIDATION=1 (tests/CMakeLists.txt): a test fails when the
-// validation layer reported anything while it ran.
-struct NoValidationMessages {
-  int64_t before = vulkan_validation_messages();
-  ~NoValidationMessages() {
-    EXPECT_EQ(vulkan_validation_messages(), before)
-        << "VK_LAYER_KHRONOS_validation reported problems (printed above)";
-  }
-};
-#else
-struct NoValidationMessages {
-  ~NoValidationMessages() {}  // user-provided: a declared guard is not an unused variable
-};
-#endif
-
 using kdiff::Bytes;
-
-const std::vector<Dtype> kAll = {bool_,  int8,    int32,    int64,   uint8,  uint32,
-                                 uint64, float16, bfloat16, float32, float64};
-
-struct Shape4 {
-  int64_t outer, n, inner, m;
-  bool shared;
-};
-
-std::string describe(const Shape4& s, Dtype d) {
-  return std::string(d.name()) + " outer " + std::to_string(s.outer) + " n " + std::to_string(s.n) +
-         " inner " + std::to_string(s.inner) + " m " + std::to_string(s.m) +
-         (s.shared ? " shared" : " per-row");
-}
-
-// Indices of every kind the rule covers first (both ends, past them by one and by 2^32, the
-// int64 extremes), then random ones in [-n - 3, n + 3].
-Bytes indices(const Shape4& s, uint64_t seed) {
-  size_t count = static_cast<size_t>(s.shared ? s.m : s.outer * s.m * s.inner);
-  const int64_t n = s.n, k32 = int64_t{1} << 32;
-  const int64_t odd[] = {0,
-                         n - 1,
-                         n,
-                         -1,
-                         -n,
-                         -n - 1,
-                         k32,
-                         k32 + 1,
-                         -k32,
-                         -k32 + 1,
-                         -k32 - 1,
-                         k32 - 1,
-                         INT64_MAX,
-                         INT64_MIN,
-                         INT32_MAX,
-                         INT32_MIN,
-                         int64_t{INT32_MAX} + 1};
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int64_t> pick(-n - 3, n + 3);
-  std::vector<int64_t> v(count);
-  for (size_t i = 0; i < count; ++i) v[i] = i < std::size(odd) ? odd[i] : pick(rng);
-  std::shuffle(v.begin(), v.end(), rng);
-  return kdiff::to_bytes(v);
-}
+using test::describe;
+using test::NoValidationMessages;
+using test::Shape4;
 
 // Runs the gather on `be`; the output buffer holds `spare` bytes more than the output, set to
 // 0xab before (returned with the output).
@@ -113,17 +56,10 @@ Bytes run_gather(Backend& be, const Shape4& s, Dtype d, const Bytes& a, const By
 void expect_matches_reference(const char* dev, const Shape4& s, Dtype d, uint64_t seed) {
   SCOPED_TRACE(describe(s, d) + " on " + dev);
   Bytes a = kdiff::sample(d, static_cast<size_t>(s.outer * s.n * s.inner), seed);
-  Bytes idx = indices(s, seed);
+  Bytes idx = kdiff::to_bytes(test::indices(s, seed));
   Bytes got = run_gather(backend_for(device(dev)), s, d, a, idx);
   Bytes want = run_gather(kdiff::ref_backend(), s, d, a, idx);
   EXPECT_EQ(kdiff::compare(got, want, d, {}), "");
-}
-
-std::vector<const char*> gather_devices() {
-  std::vector<const char*> out;
-  for (const char* dev : {"opencl", "vulkan"})
-    if (test::backend_available(dev)) out.push_back(dev);
-  return out;
 }
 
 }  // namespace
@@ -138,8 +74,8 @@ TEST(NativeOps, DeviceGatherMatchesReferenceOnEveryDtype) {
                                       {4, 65, 1, 129, true},      {2, 3, 1, 0, true},
                                       {1, 100000, 1, 1001, true}, {1, 100000, 3, 67, false}};
   uint64_t seed = 1;
-  for (const char* dev : gather_devices())
-    for (Dtype d : kAll)
+  for (const char* dev : test::native_devices())
+    for (Dtype d : kAllDtypes)
       for (const Shape4& s : shapes) expect_matches_reference(dev, s, d, seed++);
 }
 
@@ -147,11 +83,11 @@ TEST(NativeOps, DeviceGatherMatchesReferenceOnEveryDtype) {
 // the bytes past the output as they were.
 TEST(NativeOps, DeviceGatherLeavesTheBytesAfterItsOutput) {
   NoValidationMessages check;
-  for (const char* dev : gather_devices())
+  for (const char* dev : test::native_devices())
     for (Dtype d : {uint8, float16}) {
       SCOPED_TRACE(std::string(d.name()) + " on " + dev);
       Shape4 s{1, 4, 1, 5, true};
-      Bytes a = kdiff::sample(d, 4, 9), idx = indices(s, 9);
+      Bytes a = kdiff::sample(d, 4, 9), idx = kdiff::to_bytes(test::indices(s, 9));
       Bytes got = run_gather(backend_for(device(dev)), s, d, a, idx, 3);
       Bytes want = run_gather(kdiff::ref_backend(), s, d, a, idx, 3);
       EXPECT_EQ(got, want);
@@ -205,7 +141,7 @@ TEST(NativeOps, DeviceGatherReachesTablesPastTheBindingRangeOnVulkan) {
 // Buffers of another device raise, naming the gather and the device.
 TEST(NativeOps, DeviceGatherRaisesOnBuffersOfAnotherDevice) {
   NoValidationMessages check;
-  for (const char* dev : gather_devices()) {
+  for (const char* dev : test::native_devices()) {
     Backend& be = backend_for(device(dev));
     auto a = be.allocate(0, 16), out = be.allocate(0, 16);
     auto idx = kdiff::ref_backend().allocate(0, 16);
@@ -241,7 +177,7 @@ TEST(NativeOps, DeviceTakeAndTakeAlongAxisMatchCpu) {
     return std::make_pair(t.to_vector<float>(), u.to_vector<float>());
   };
   auto want = on("cpu");
-  for (const char* dev : gather_devices()) {
+  for (const char* dev : test::native_devices()) {
     SCOPED_TRACE(dev);
     auto got = on(dev);
     EXPECT_EQ(got.first, want.first);

@@ -16,37 +16,20 @@
 #include <random>
 
 #include "backends/native.h"
+#include "device_native.h"
 #include "kernel_diff.h"
 #include "kiln.h"
 #include "test_util.h"
 #ifdef KILN_HAVE_VULKAN_BACKEND
 #include "backends/vulkan/vk_context.h"
-#include "backends/vulkan/vulkan_backend.h"
 #endif
 
 namespace kiln {
 namespace {
 
-#ifdef KILN_HAVE_VULKAN_BACKEND
-// The binary runs with KILN_VULKAN_VALIDATION=1 (tests/CMakeLists.txt): a test fails when the
-// validation layer reported anything while it ran.
-struct NoValidationMessages {
-  int64_t before = vulkan_validation_messages();
-  ~NoValidationMessages() {
-    EXPECT_EQ(vulkan_validation_messages(), before)
-        << "VK_LAYER_KHRONOS_validation reported problems (printed above)";
-  }
-};
-#else
-struct NoValidationMessages {
-  ~NoValidationMessages() {}  // user-provided: a declared guard is not an unused variable
-};
-#endif
-
 using kdiff::Bytes;
+using test::NoValidationMessages;
 
-const std::vector<Dtype> kAll = {bool_,  int8,    int32,    int64,   uint8,  uint32,
-                                 uint64, float16, bfloat16, float32, float64};
 const ScanOp kOps[] = {ScanOp::Sum, ScanOp::Prod, ScanOp::Max, ScanOp::Min, ScanOp::LogAddExp};
 
 struct Shape3 {
@@ -137,13 +120,6 @@ void expect_matches_reference(const char* dev, const ScanCase& c, uint64_t seed)
   EXPECT_EQ(kdiff::compare(got, want, c.d, tolerance(c)), "");
 }
 
-std::vector<const char*> scan_devices() {
-  std::vector<const char*> out;
-  for (const char* dev : {"opencl", "vulkan"})
-    if (test::backend_available(dev)) out.push_back(dev);
-  return out;
-}
-
 // Every dtype and op on rows of 0, 1 and 7 elements, strided (inner 3), across vulkan's
 // 512-element tile (1000) and PoCL's 1024 (2500, with inner 2), and 100,000 long (~100-200
 // tiles: the three-pass form). Each (dtype, op) is a kernel of its own (~1 s to build cold on
@@ -154,14 +130,14 @@ TEST(NativeOps, DeviceScanMatchesReferenceOnEveryDtypeAndOp) {
   const std::vector<Shape3> shapes = {{1, 0, 1},    {1, 1, 1},    {3, 7, 1},     {2, 5, 3},
                                       {2, 1000, 1}, {1, 2500, 2}, {1, 100000, 1}};
   std::vector<std::pair<Dtype, ScanOp>> pairs;
-  for (Dtype d : kAll)
+  for (Dtype d : kAllDtypes)
     for (ScanOp op : kOps)
       if (op != ScanOp::LogAddExp || d.is_float()) pairs.push_back({d, op});
   // A device sweep: make sanitize (KILN_TEST_DEVICE_SWEEP=sample) keeps to the sample too.
   test::Sweep chosen = test::device_sweep(0, static_cast<int>(pairs.size()), 2);
   const bool full = chosen.count == static_cast<int>(pairs.size());
   SCOPED_TRACE(chosen.trace);
-  for (const char* dev : scan_devices()) {
+  for (const char* dev : test::native_devices()) {
     uint64_t seed = 1;
     for (size_t pi = 0; pi < pairs.size(); ++pi) {
       const auto [d, op] = pairs[pi];
@@ -183,7 +159,7 @@ TEST(NativeOps, DeviceScanMatchesReferenceOnEveryDtypeAndOp) {
 // so the tile totals are themselves scanned in three passes.
 TEST(NativeOps, DeviceScanOfTwoLevelsOfTiles) {
   NoValidationMessages check;
-  for (const char* dev : scan_devices())
+  for (const char* dev : test::native_devices())
     for (auto [d, op] : {std::pair{float32, ScanOp::Sum}, std::pair{int32, ScanOp::Max}})
       expect_matches_reference(dev, {d, op, op == ScanOp::Sum, op == ScanOp::Max, {1, 300000, 1}},
                                7);
@@ -221,7 +197,7 @@ TEST(NativeOps, DeviceScanReachesRowsPastTheBindingRangeOnVulkan) {
 // defaults (tests/test_device_scatter.cpp checks the same for scatter_add).
 TEST(NativeOps, DeviceScanKeepsDenormalsNanAndInfinities) {
   NoValidationMessages check;
-  for (const char* dev : scan_devices())
+  for (const char* dev : test::native_devices())
     for (Dtype d : {float32, float64}) {
       // Multiples of the least denormal: every partial sum (under 2^15 of them) is exact.
       double tiny = std::ldexp(1.0, d == float32 ? -149 : -1074);
@@ -249,7 +225,7 @@ TEST(NativeOps, DeviceScanKeepsDenormalsNanAndInfinities) {
 // Buffers of another device and logcumsumexp of integers raise, naming the scan.
 TEST(NativeOps, DeviceScanRaisesOnBadInput) {
   NoValidationMessages check;
-  for (const char* dev : scan_devices()) {
+  for (const char* dev : test::native_devices()) {
     Backend& be = backend_for(device(dev));
     auto in = kdiff::ref_backend().allocate(0, 16), out = be.allocate(0, 16);
     NativeArgs a;
@@ -282,7 +258,7 @@ TEST(NativeOps, DeviceCumsumMatchesCpu) {
                                            c.to_vector<float>()};
   };
   auto want = on("cpu");
-  for (const char* dev : scan_devices()) {
+  for (const char* dev : test::native_devices()) {
     SCOPED_TRACE(dev);
     auto got = on(dev);
     EXPECT_EQ(got[0], want[0]);

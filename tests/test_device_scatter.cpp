@@ -21,78 +21,22 @@
 #include <random>
 
 #include "backends/native.h"
+#include "device_native.h"
 #include "kernel_diff.h"
 #include "kiln.h"
 #include "test_util.h"
 #ifdef KILN_HAVE_VULKAN_BACKEND
 #include "backends/vulkan/vk_context.h"
-#include "backends/vulkan/vulkan_backend.h"
 #endif
 
 namespace kiln {
 namespace {
 
-#ifdef KILN_HAVE_VULKAN_BACKEND
-// The binary runs with KILN_VULKAN_VALIDATION=1 (tests/CMakeLists.txt): a test fails when the
-// validation layer reported anything while it ran.
-struct NoValidationMessages {
-  int64_t before = vulkan_validation_messages();
-  ~NoValidationMessages() {
-    EXPECT_EQ(vulkan_validation_messages(), before)
-        << "VK_LAYER_KHRONOS_validation reported problems (printed above)";
-  }
-};
-#else
-struct NoValidationMessages {
-  ~NoValidationMessages() {}  // user-provided: a declared guard is not an unused variable
-};
-#endif
-
 using kdiff::Bytes;
-
-const std::vector<Dtype> kAll = {bool_,  int8,    int32,    int64,   uint8,  uint32,
-                                 uint64, float16, bfloat16, float32, float64};
-
-struct Shape4 {
-  int64_t outer, n, inner, m;
-  bool shared;
-};
-
-std::string describe(const Shape4& s, Dtype d) {
-  return std::string(d.name()) + " outer " + std::to_string(s.outer) + " n " + std::to_string(s.n) +
-         " inner " + std::to_string(s.inner) + " m " + std::to_string(s.m) +
-         (s.shared ? " shared" : " per-row");
-}
-
-// Indices of every kind the rule covers first (both ends, past them by one and by 2^32, the
-// int64 extremes), then random ones in [-n - 3, n + 3].
-std::vector<int64_t> indices(const Shape4& s, uint64_t seed) {
-  size_t count = static_cast<size_t>(s.shared ? s.m : s.outer * s.m * s.inner);
-  const int64_t n = s.n, k32 = int64_t{1} << 32;
-  const int64_t odd[] = {0,
-                         n - 1,
-                         n,
-                         -1,
-                         -n,
-                         -n - 1,
-                         k32,
-                         k32 + 1,
-                         -k32,
-                         -k32 + 1,
-                         -k32 - 1,
-                         k32 - 1,
-                         INT64_MAX,
-                         INT64_MIN,
-                         INT32_MAX,
-                         INT32_MIN,
-                         int64_t{INT32_MAX} + 1};
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int64_t> pick(-n - 3, n + 3);
-  std::vector<int64_t> v(count);
-  for (size_t i = 0; i < count; ++i) v[i] = i < std::size(odd) ? odd[i] : pick(rng);
-  std::shuffle(v.begin(), v.end(), rng);
-  return v;
-}
+using test::describe;
+using test::indices;
+using test::NoValidationMessages;
+using test::Shape4;
 
 // Runs the scatter_add on `be`; the output buffer holds `spare` bytes more than the output, set
 // to 0xab before (returned with the output).
@@ -182,13 +126,6 @@ void expect_matches_reference(const char* dev, const Shape4& s, Dtype d, uint64_
   EXPECT_EQ(compare_sums(got, want, d, reach(s, d, a, iv, upd)), "");
 }
 
-std::vector<const char*> scatter_devices() {
-  std::vector<const char*> out;
-  for (const char* dev : {"opencl", "vulkan"})
-    if (test::backend_available(dev)) out.push_back(dev);
-  return out;
-}
-
 }  // namespace
 
 // Every dtype: shared indices along rows of one element and of several (inner > 1, a packed
@@ -202,8 +139,8 @@ TEST(NativeOps, DeviceScatterAddMatchesReferenceOnEveryDtype) {
                                       {4, 65, 1, 129, true}, {2, 4, 3, 5000, false},
                                       {2, 3, 1, 0, true},    {1, 100000, 1, 100000, true}};
   uint64_t seed = 1;
-  for (const char* dev : scatter_devices())
-    for (Dtype d : kAll)
+  for (const char* dev : test::native_devices())
+    for (Dtype d : kAllDtypes)
       for (const Shape4& s : shapes) expect_matches_reference(dev, s, d, seed++);
 }
 
@@ -221,7 +158,7 @@ TEST(NativeOps, DeviceScatterAddLoopsPastItsGridOnVulkan) {
 // copy of the base stops at the output's end.
 TEST(NativeOps, DeviceScatterAddLeavesTheBytesAfterItsOutput) {
   NoValidationMessages check;
-  for (const char* dev : scatter_devices())
+  for (const char* dev : test::native_devices())
     for (Dtype d : {bool_, uint8, float16, int32, float64}) {
       SCOPED_TRACE(std::string(d.name()) + " on " + dev);
       Shape4 s{1, 5, 1, 9, true};
@@ -240,7 +177,7 @@ TEST(NativeOps, DeviceScatterAddLeavesTheBytesAfterItsOutput) {
 // The output may be the base itself (a donated buffer): no copy onto itself, the same sums.
 TEST(NativeOps, DeviceScatterAddInPlace) {
   NoValidationMessages check;
-  for (const char* dev : scatter_devices())
+  for (const char* dev : test::native_devices())
     for (Dtype d : {uint8, float16, int32, float32, int64}) {
       SCOPED_TRACE(std::string(d.name()) + " on " + dev);
       Shape4 s{2, 37, 3, 50, false};
@@ -280,7 +217,7 @@ TEST(NativeOps, DeviceScatterAddKeepsDenormalsAndNaN) {
   Shape4 s{1, static_cast<int64_t>(base.size()), 1, static_cast<int64_t>(iv.size()), true};
   Bytes a = kdiff::to_bytes(base), u = kdiff::to_bytes(upd), idx = kdiff::to_bytes(iv);
   Bytes want = run_scatter(kdiff::ref_backend(), s, float32, a, idx, u);
-  for (const char* dev : scatter_devices()) {
+  for (const char* dev : test::native_devices()) {
     SCOPED_TRACE(dev);
     EXPECT_EQ(kdiff::compare(run_scatter(backend_for(device(dev)), s, float32, a, idx, u), want,
                              float32, {}),
@@ -324,7 +261,7 @@ TEST(NativeOps, DeviceScatterAddReachesBuffersPastTheBindingRangeOnVulkan) {
 // Buffers of another device raise, naming the scatter_add and the device.
 TEST(NativeOps, DeviceScatterAddRaisesOnBuffersOfAnotherDevice) {
   NoValidationMessages check;
-  for (const char* dev : scatter_devices()) {
+  for (const char* dev : test::native_devices()) {
     Backend& be = backend_for(device(dev));
     auto a = be.allocate(0, 16), upd = be.allocate(0, 8), out = be.allocate(0, 16);
     auto idx = kdiff::ref_backend().allocate(0, 16);
@@ -363,7 +300,7 @@ TEST(NativeOps, DeviceScatterAddOpsMatchCpu) {
     return std::make_tuple(t.to_vector<int32_t>(), u.to_vector<int32_t>(), f.to_vector<float>());
   };
   auto want = on("cpu");
-  for (const char* dev : scatter_devices()) {
+  for (const char* dev : test::native_devices()) {
     SCOPED_TRACE(dev);
     auto got = on(dev);
     EXPECT_EQ(std::get<0>(got), std::get<0>(want));

@@ -13,35 +13,16 @@
 
 #include "backends/native.h"
 #include "backends/sort_passes.h"
+#include "device_native.h"
 #include "kernel_diff.h"
 #include "kiln.h"
 #include "test_util.h"
-#ifdef KILN_HAVE_VULKAN_BACKEND
-#include "backends/vulkan/vulkan_backend.h"
-#endif
 
 namespace kiln {
 namespace {
 
-#ifdef KILN_HAVE_VULKAN_BACKEND
-// The binary runs with KILN_VULKAN_VALIDATION=1: a test fails when the layer reported anything.
-struct NoValidationMessages {
-  int64_t before = vulkan_validation_messages();
-  ~NoValidationMessages() {
-    EXPECT_EQ(vulkan_validation_messages(), before)
-        << "VK_LAYER_KHRONOS_validation reported problems (printed above)";
-  }
-};
-#else
-struct NoValidationMessages {
-  ~NoValidationMessages() {}  // user-provided: a declared guard is not an unused variable
-};
-#endif
-
 using kdiff::Bytes;
-
-const std::vector<Dtype> kAll = {bool_,  int8,    int32,    int64,   uint8,  uint32,
-                                 uint64, float16, bfloat16, float32, float64};
+using test::NoValidationMessages;
 
 struct Rows {
   int64_t outer, n, inner;
@@ -94,13 +75,6 @@ void expect_matches_reference(const char* dev, const Rows& r, Dtype d, const Sor
   ASSERT_EQ(kdiff::compare(got, want, out, {}), "");
 }
 
-std::vector<const char*> sort_devices() {
-  std::vector<const char*> out;
-  for (const char* dev : {"opencl", "vulkan"})
-    if (test::backend_available(dev)) out.push_back(dev);
-  return out;
-}
-
 }  // namespace
 
 // The plan: one local pass for rows within a block; beyond, global steps down to the block (two
@@ -144,8 +118,8 @@ TEST(DeviceSort, MatchesReferenceOnEveryDtype) {
   const std::vector<Rows> shapes = {{1, 0, 1},   {2, 1, 3},   {1, 2, 1},   {3, 7, 1},   {2, 5, 3},
                                     {1, 256, 1}, {1, 257, 1}, {2, 300, 5}, {5, 1000, 1}};
   uint64_t seed = 1;
-  for (const char* dev : sort_devices())
-    for (Dtype d : kAll)
+  for (const char* dev : test::native_devices())
+    for (Dtype d : kAllDtypes)
       for (const Rows& r : shapes)
         for (const SortCase& c : kCases) {
           Bytes a = kdiff::sample(d, static_cast<size_t>(r.outer * r.n * r.inner), seed++);
@@ -166,7 +140,7 @@ TEST(DeviceSort, MatchesReferenceOnLongRows) {
                         {int64, {1, 100000, 1}, kCases[2]},
                         {float16, {1, 33333, 3}, kCases[3]}};
   uint64_t seed = 100;
-  for (const char* dev : sort_devices())
+  for (const char* dev : test::native_devices())
     for (const Long& l : cases) {
       Bytes a = kdiff::sample(l.d, static_cast<size_t>(l.r.outer * l.r.n * l.r.inner), seed++);
       expect_matches_reference(dev, l.r, l.d, l.c, a);
@@ -184,7 +158,7 @@ TEST(DeviceSort, OrdersNansZerosAndTiesAsTheReference) {
   Bytes a(v.size() * 4);
   std::memcpy(a.data(), v.data(), a.size());
   Bytes same(600 * 8, 0);  // 600 int64 zeros: argsort must give 0, 1, 2, ...
-  for (const char* dev : sort_devices())
+  for (const char* dev : test::native_devices())
     for (const SortCase& c : kCases) {
       expect_matches_reference(dev, {1, static_cast<int64_t>(v.size()), 1}, float32, c, a);
       expect_matches_reference(dev, {2, 300, 1}, int64, c, same);
@@ -212,7 +186,7 @@ TEST(DeviceSort, VulkanGridsLoopOrSpread) {
 // Buffers of another device raise, naming the sort and the device.
 TEST(DeviceSort, RaisesOnBuffersOfAnotherDevice) {
   NoValidationMessages check;
-  for (const char* dev : sort_devices()) {
+  for (const char* dev : test::native_devices()) {
     Backend& be = backend_for(device(dev));
     auto a = kdiff::ref_backend().allocate(0, 16), out = be.allocate(0, 16);
     NativeArgs args;
@@ -241,7 +215,7 @@ TEST(DeviceSort, SortAndArgsortOnDeviceStreamsMatchCpu) {
     return std::make_tuple(s0.to_vector<float>(), s1.to_vector<float>(), i0.to_vector<int64_t>());
   };
   auto want = on("cpu");
-  for (const char* dev : sort_devices()) {
+  for (const char* dev : test::native_devices()) {
     SCOPED_TRACE(dev);
     EXPECT_TRUE(on(dev) == want);
   }

@@ -1,0 +1,91 @@
+// What the device native-kernel tests (test_device_gather/scatter/sort/scan.cpp) share: the
+// devices with those kernels here, a guard that fails a test on vulkan validation messages, and
+// the shapes and index sets of gathers and scatters.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/dtype.h"
+#include "test_util.h"
+#ifdef KILN_HAVE_VULKAN_BACKEND
+#include "backends/vulkan/vulkan_backend.h"
+#endif
+
+namespace kiln::test {
+
+#ifdef KILN_HAVE_VULKAN_BACKEND
+// The binaries run with KILN_VULKAN_VALIDATION=1 (tests/CMakeLists.txt): a test fails when the
+// validation layer reported anything while it ran.
+struct NoValidationMessages {
+  int64_t before = vulkan_validation_messages();
+  ~NoValidationMessages() {
+    EXPECT_EQ(vulkan_validation_messages(), before)
+        << "VK_LAYER_KHRONOS_validation reported problems (printed above)";
+  }
+};
+#else
+struct NoValidationMessages {
+  ~NoValidationMessages() {}  // user-provided: a declared guard is not an unused variable
+};
+#endif
+
+// The device backends with native kernels (opencl, vulkan) that are usable here.
+inline std::vector<const char*> native_devices() {
+  std::vector<const char*> out;
+  for (const char* dev : {"opencl", "vulkan"})
+    if (backend_available(dev)) out.push_back(dev);
+  return out;
+}
+
+// A gather's or scatter's shape: `outer` rows of n along the indexed axis, `inner` after it, m
+// indices; `shared`: one index per position along m, else one per element.
+struct Shape4 {
+  int64_t outer, n, inner, m;
+  bool shared;
+};
+
+inline std::string describe(const Shape4& s, Dtype d) {
+  return std::string(d.name()) + " outer " + std::to_string(s.outer) + " n " + std::to_string(s.n) +
+         " inner " + std::to_string(s.inner) + " m " + std::to_string(s.m) +
+         (s.shared ? " shared" : " per-row");
+}
+
+// Indices of every kind the rule covers first (both ends, past them by one and by 2^32, the
+// int64 extremes), then random ones in [-n - 3, n + 3]; one per m (shared) or per element.
+inline std::vector<int64_t> indices(const Shape4& s, uint64_t seed) {
+  size_t count = static_cast<size_t>(s.shared ? s.m : s.outer * s.m * s.inner);
+  const int64_t n = s.n, k32 = int64_t{1} << 32;
+  const int64_t odd[] = {0,
+                         n - 1,
+                         n,
+                         -1,
+                         -n,
+                         -n - 1,
+                         k32,
+                         k32 + 1,
+                         -k32,
+                         -k32 + 1,
+                         -k32 - 1,
+                         k32 - 1,
+                         INT64_MAX,
+                         INT64_MIN,
+                         INT32_MAX,
+                         INT32_MIN,
+                         int64_t{INT32_MAX} + 1};
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> pick(-n - 3, n + 3);
+  std::vector<int64_t> v(count);
+  for (size_t i = 0; i < count; ++i) v[i] = i < std::size(odd) ? odd[i] : pick(rng);
+  std::shuffle(v.begin(), v.end(), rng);
+  return v;
+}
+
+}  // namespace kiln::test
