@@ -9,11 +9,14 @@
 #include <climits>
 #include <cstdint>
 #include <iterator>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "graph/dtype.h"
+#include "kernel_diff.h"
 #include "test_util.h"
 #ifdef KILN_HAVE_VULKAN_BACKEND
 #include "backends/vulkan/vulkan_backend.h"
@@ -36,6 +39,28 @@ struct NoValidationMessages {
   ~NoValidationMessages() {}  // user-provided: a declared guard is not an unused variable
 };
 #endif
+
+// Runs native op `args` on `be` with buffers `inputs` and then an output of `out_bytes` bytes, all
+// set to 0xab before; returns the output.
+inline kdiff::Bytes run_native(Backend& be, NativeArgs args,
+                               const std::vector<kdiff::Bytes>& inputs, size_t out_bytes) {
+  auto alloc = [&](const kdiff::Bytes& b) {
+    auto buf = be.allocate(0, std::max<size_t>(b.size(), 1));
+    if (!b.empty()) buf->write(b.data(), 0, b.size());
+    return buf;
+  };
+  std::vector<std::shared_ptr<Buffer>> held;
+  for (const kdiff::Bytes& b : inputs) held.push_back(alloc(b));
+  held.push_back(alloc(kdiff::Bytes(out_bytes, 0xab)));
+  args.buffers.clear();
+  for (const auto& b : held) args.buffers.push_back(b.get());
+  auto q = be.create_queue(0);
+  if (EventPtr ev = q->enqueue_native(args)) ev->wait();
+  q->finish();
+  kdiff::Bytes out(out_bytes);
+  if (out_bytes) held.back()->read(out.data(), 0, out_bytes);
+  return out;
+}
 
 // The device backends with native kernels (opencl, vulkan) that are usable here.
 inline std::vector<const char*> native_devices() {

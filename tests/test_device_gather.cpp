@@ -32,25 +32,13 @@ using test::Shape4;
 // 0xab before (returned with the output).
 Bytes run_gather(Backend& be, const Shape4& s, Dtype d, const Bytes& a, const Bytes& idx,
                  size_t spare = 0) {
-  size_t out_bytes = static_cast<size_t>(s.outer * s.m * s.inner) * d.size() + spare;
-  auto alloc = [&](const Bytes& b) {
-    auto buf = be.allocate(0, std::max<size_t>(b.size(), 1));
-    if (!b.empty()) buf->write(b.data(), 0, b.size());
-    return buf;
-  };
-  auto A = alloc(a), I = alloc(idx), O = alloc(Bytes(out_bytes, 0xab));
   NativeArgs args;
   args.op = Op::Gather;
   args.dtype = d;
   args.outer = s.outer, args.n = s.n, args.inner = s.inner, args.m = s.m;
   args.shared_index = s.shared;
-  args.buffers = {A.get(), I.get(), O.get()};
-  auto q = be.create_queue(0);
-  if (EventPtr ev = q->enqueue_native(args)) ev->wait();
-  q->finish();
-  Bytes out(out_bytes);
-  if (out_bytes) O->read(out.data(), 0, out_bytes);
-  return out;
+  size_t out_bytes = static_cast<size_t>(s.outer * s.m * s.inner) * d.size() + spare;
+  return test::run_native(be, args, {a, idx}, out_bytes);
 }
 
 void expect_matches_reference(const char* dev, const Shape4& s, Dtype d, uint64_t seed) {

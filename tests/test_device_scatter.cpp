@@ -42,25 +42,12 @@ using test::Shape4;
 // to 0xab before (returned with the output).
 Bytes run_scatter(Backend& be, const Shape4& s, Dtype d, const Bytes& a, const Bytes& idx,
                   const Bytes& upd, size_t spare = 0) {
-  size_t out_bytes = a.size() + spare;
-  auto alloc = [&](const Bytes& b) {
-    auto buf = be.allocate(0, std::max<size_t>(b.size(), 1));
-    if (!b.empty()) buf->write(b.data(), 0, b.size());
-    return buf;
-  };
-  auto A = alloc(a), I = alloc(idx), U = alloc(upd), O = alloc(Bytes(out_bytes, 0xab));
   NativeArgs args;
   args.op = Op::ScatterAdd;
   args.dtype = d;
   args.outer = s.outer, args.n = s.n, args.inner = s.inner, args.m = s.m;
   args.shared_index = s.shared;
-  args.buffers = {A.get(), I.get(), U.get(), O.get()};
-  auto q = be.create_queue(0);
-  if (EventPtr ev = q->enqueue_native(args)) ev->wait();
-  q->finish();
-  Bytes out(out_bytes);
-  if (out_bytes) O->read(out.data(), 0, out_bytes);
-  return out;
+  return test::run_native(be, args, {a, idx, upd}, a.size() + spare);
 }
 
 // For float dtypes, per output slot: how many updates reach it and |a| + sum |u| (the scale of

@@ -43,26 +43,13 @@ std::string describe(const Rows& r, Dtype d, const SortCase& c) {
 
 // Runs the sort on `be`; the output's bytes start as 0xab.
 Bytes run_sort(Backend& be, const Rows& r, Dtype d, const SortCase& c, const Bytes& a) {
-  size_t count = static_cast<size_t>(r.outer * r.n * r.inner);
-  size_t out_bytes = count * (c.op == Op::Argsort ? 8 : d.size());
-  auto alloc = [&](const Bytes& b) {
-    auto buf = be.allocate(0, std::max<size_t>(b.size(), 1));
-    if (!b.empty()) buf->write(b.data(), 0, b.size());
-    return buf;
-  };
-  auto A = alloc(a), O = alloc(Bytes(out_bytes, 0xab));
   NativeArgs args;
   args.op = c.op;
   args.dtype = d;
   args.outer = r.outer, args.n = r.n, args.inner = r.inner;
   args.descending = c.descending;
-  args.buffers = {A.get(), O.get()};
-  auto q = be.create_queue(0);
-  if (EventPtr ev = q->enqueue_native(args)) ev->wait();
-  q->finish();
-  Bytes out(out_bytes);
-  if (out_bytes) O->read(out.data(), 0, out_bytes);
-  return out;
+  size_t count = static_cast<size_t>(r.outer * r.n * r.inner);
+  return test::run_native(be, args, {a}, count * (c.op == Op::Argsort ? 8 : d.size()));
 }
 
 // Bit for bit but NaNs (the reference's scalar values do not keep NaN payloads).
