@@ -18,7 +18,7 @@
 namespace kiln::cpu {
 
 // Bumped whenever generated code changes meaning or ABI: it is part of the disk-cache key.
-constexpr int kCodegenVersion = 10;
+constexpr int kCodegenVersion = 11;
 
 struct JitStats {
   int64_t memory_hits = 0;  // served without loading: from the cache or a handle still alive
