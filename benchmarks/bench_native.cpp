@@ -24,6 +24,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,113 +72,128 @@ std::map<std::string, double> numpy_times(const std::string& python, int reps, i
   return r;
 }
 
-// The device's gather kernel against the Kernel IR lowering it replaced (backends/
-// native_kernels.h: a reduction over the whole axis per output element, O(n m)), both through
-// the backend's queue on the same buffers, at a size the lowering can do: fastest of `reps` ms
-// each, and whether their outputs agree bit for bit.
+// A device's native kernel against the Kernel IR lowering it replaced (backends/
+// native_kernels.h: reductions over a whole axis per output element, O(n^2) or O(n m)), both
+// through the backend's queue on the same input buffers, at a size the lowering can do: fastest
+// of `reps` ms each, and whether their outputs agree (`agree` compares them).
 struct VsLowering {
   double kernel_ms = 0, lowered_ms = 0;
   bool same = false;
 };
-VsLowering gather_vs_lowering(Device dev, int64_t n, int reps) {
+
+template <typename T>
+std::vector<char> bytes_of(const std::vector<T>& v) {
+  const char* p = reinterpret_cast<const char*>(v.data());
+  return std::vector<char>(p, p + v.size() * sizeof(T));
+}
+
+template <typename T>
+std::vector<T> values_of(const std::vector<char>& b) {
+  std::vector<T> v(b.size() / sizeof(T));
+  std::memcpy(v.data(), b.data(), v.size() * sizeof(T));
+  return v;
+}
+
+// `args` without buffers; `inputs` are the bytes of args.buffers before the output.
+VsLowering vs_lowering(
+    Device dev, NativeArgs args, const std::vector<std::vector<char>>& inputs, size_t out_bytes,
+    int reps,
+    const std::function<bool(const std::vector<char>&, const std::vector<char>&)>& agree) {
   Backend& be = backend_for(dev);
-  std::mt19937_64 rng(1);
-  std::vector<float> table(n);
-  std::vector<int64_t> idx(n);
-  for (int64_t i = 0; i < n; ++i) table[i] = static_cast<float>(rng() % 1000), idx[i] = rng() % n;
-  auto a = be.allocate(dev.index, n * 4), ix = be.allocate(dev.index, n * 8);
-  auto o1 = be.allocate(dev.index, n * 4), o2 = be.allocate(dev.index, n * 4);
-  a->write(table.data(), 0, n * 4);
-  ix->write(idx.data(), 0, n * 8);
+  std::vector<std::unique_ptr<Buffer>> in;
+  for (const std::vector<char>& b : inputs) {
+    in.push_back(be.allocate(dev.index, b.size()));
+    in.back()->write(b.data(), 0, b.size());
+  }
+  auto o1 = be.allocate(dev.index, out_bytes), o2 = be.allocate(dev.index, out_bytes);
   auto q = be.create_queue(dev.index);
+  auto run = [&](Buffer* out, bool lowered) {
+    args.buffers.clear();
+    for (auto& b : in) args.buffers.push_back(b.get());
+    args.buffers.push_back(out);
+    EventPtr e =
+        lowered ? enqueue_native_as_kernels(be, dev.index, *q, args) : q->enqueue_native(args);
+    if (e) e->wait();
+    q->finish();
+  };
+  VsLowering r;
+  r.kernel_ms = best_ms(reps, [&] { run(o1.get(), false); });
+  r.lowered_ms = best_ms(reps, [&] { run(o2.get(), true); });
+  std::vector<char> g1(out_bytes), g2(out_bytes);
+  o1->read(g1.data(), 0, out_bytes);
+  o2->read(g2.data(), 0, out_bytes);
+  r.same = agree(g1, g2);
+  return r;
+}
+
+bool equal_bits(const std::vector<char>& a, const std::vector<char>& b) { return a == b; }
+
+// Small integers (0..999) as float32, so every order of a float sum gives the same bits.
+std::vector<float> small_integers(std::mt19937_64& rng, int64_t n) {
+  std::vector<float> x(n);
+  for (float& v : x) v = static_cast<float>(rng() % 1000);
+  return x;
+}
+
+std::vector<int64_t> random_indices(std::mt19937_64& rng, int64_t n) {
+  std::vector<int64_t> idx(n);
+  for (int64_t& i : idx) i = static_cast<int64_t>(rng() % n);
+  return idx;
+}
+
+// Gather (O(n m) lowered): n of n float32, shared indices.
+VsLowering gather_vs_lowering(Device dev, int64_t n, int reps) {
+  std::mt19937_64 rng(1);
   NativeArgs args;
   args.op = Op::Gather;
   args.n = args.m = n;
   args.shared_index = true;
-  auto run = [&](Buffer* out, bool lowered) {
-    args.buffers = {a.get(), ix.get(), out};
-    EventPtr e =
-        lowered ? enqueue_native_as_kernels(be, dev.index, *q, args) : q->enqueue_native(args);
-    if (e) e->wait();
-    q->finish();
-  };
-  VsLowering r;
-  r.kernel_ms = best_ms(reps, [&] { run(o1.get(), false); });
-  r.lowered_ms = best_ms(reps, [&] { run(o2.get(), true); });
-  std::vector<float> g1(n), g2(n);
-  o1->read(g1.data(), 0, n * 4);
-  o2->read(g2.data(), 0, n * 4);
-  r.same = g1 == g2;
-  return r;
+  return vs_lowering(dev, args,
+                     {bytes_of(small_integers(rng, n)), bytes_of(random_indices(rng, n))}, n * 4,
+                     reps, equal_bits);
 }
 
-// The same for the device's scatter_add kernel (atomics, O(n + m)): n updates of small
-// integers (so every order of the float sums gives the same bits) into n slots.
+// scatter_add (atomics, O(n + m)): n updates into n slots.
 VsLowering scatter_vs_lowering(Device dev, int64_t n, int reps) {
-  Backend& be = backend_for(dev);
   std::mt19937_64 rng(2);
-  std::vector<float> base(n), upd(n);
-  std::vector<int64_t> idx(n);
-  for (int64_t i = 0; i < n; ++i)
-    base[i] = static_cast<float>(rng() % 1000), upd[i] = static_cast<float>(rng() % 1000),
-    idx[i] = rng() % n;
-  auto a = be.allocate(dev.index, n * 4), ix = be.allocate(dev.index, n * 8);
-  auto u = be.allocate(dev.index, n * 4);
-  auto o1 = be.allocate(dev.index, n * 4), o2 = be.allocate(dev.index, n * 4);
-  a->write(base.data(), 0, n * 4);
-  ix->write(idx.data(), 0, n * 8);
-  u->write(upd.data(), 0, n * 4);
-  auto q = be.create_queue(dev.index);
   NativeArgs args;
   args.op = Op::ScatterAdd;
   args.n = args.m = n;
   args.shared_index = true;
-  auto run = [&](Buffer* out, bool lowered) {
-    args.buffers = {a.get(), ix.get(), u.get(), out};
-    EventPtr e =
-        lowered ? enqueue_native_as_kernels(be, dev.index, *q, args) : q->enqueue_native(args);
-    if (e) e->wait();
-    q->finish();
-  };
-  VsLowering r;
-  r.kernel_ms = best_ms(reps, [&] { run(o1.get(), false); });
-  r.lowered_ms = best_ms(reps, [&] { run(o2.get(), true); });
-  std::vector<float> g1(n), g2(n);
-  o1->read(g1.data(), 0, n * 4);
-  o2->read(g2.data(), 0, n * 4);
-  r.same = g1 == g2;
-  return r;
+  std::vector<float> base = small_integers(rng, n);
+  std::vector<int64_t> idx = random_indices(rng, n);
+  return vs_lowering(dev, args, {bytes_of(base), bytes_of(idx), bytes_of(small_integers(rng, n))},
+                     n * 4, reps, equal_bits);
 }
 
-// The same for the device's sort (bitonic, O(n log^2 n) against the lowering's O(n^2) ranks):
-// argsort of n float32 with ties (the indices must agree exactly: both are stable).
+// Sort (bitonic, O(n log^2 n) against O(n^2) ranks): argsort of n float32 with many ties, whose
+// indices must agree exactly (both are stable).
 VsLowering sort_vs_lowering(Device dev, int64_t n, int reps) {
-  Backend& be = backend_for(dev);
   std::mt19937_64 rng(3);
-  std::vector<float> x(n);
-  for (float& v : x) v = static_cast<float>(rng() % 1000);
-  auto a = be.allocate(dev.index, n * 4);
-  auto o1 = be.allocate(dev.index, n * 8), o2 = be.allocate(dev.index, n * 8);
-  a->write(x.data(), 0, n * 4);
-  auto q = be.create_queue(dev.index);
   NativeArgs args;
   args.op = Op::Argsort;
   args.n = n;
-  auto run = [&](Buffer* out, bool lowered) {
-    args.buffers = {a.get(), out};
-    EventPtr e =
-        lowered ? enqueue_native_as_kernels(be, dev.index, *q, args) : q->enqueue_native(args);
-    if (e) e->wait();
-    q->finish();
-  };
-  VsLowering r;
-  r.kernel_ms = best_ms(reps, [&] { run(o1.get(), false); });
-  r.lowered_ms = best_ms(reps, [&] { run(o2.get(), true); });
-  std::vector<int64_t> g1(n), g2(n);
-  o1->read(g1.data(), 0, n * 8);
-  o2->read(g2.data(), 0, n * 8);
-  r.same = g1 == g2;
-  return r;
+  return vs_lowering(dev, args, {bytes_of(small_integers(rng, n))}, n * 8, reps, equal_bits);
+}
+
+// cumsum: float sums in another order, so "agree" allows 1e-6 of the running sum of |x| (the
+// values are small integers, so in practice both are exact).
+VsLowering scan_vs_lowering(Device dev, int64_t n, int reps) {
+  std::mt19937_64 rng(2);
+  std::vector<float> x = small_integers(rng, n);
+  NativeArgs args;
+  args.op = Op::Scan;
+  args.n = n;
+  return vs_lowering(dev, args, {bytes_of(x)}, n * 4, reps,
+                     [&](const std::vector<char>& a, const std::vector<char>& b) {
+                       std::vector<float> g1 = values_of<float>(a), g2 = values_of<float>(b);
+                       double mass = 0;
+                       for (int64_t i = 0; i < n; ++i) {
+                         mass += std::abs(x[i]);
+                         if (std::abs(g1[i] - g2[i]) > 1e-6 * mass) return false;
+                       }
+                       return true;
+                     });
 }
 
 // The largest difference between two float32 results relative to max(1, |want|).
@@ -222,43 +238,6 @@ FusedGather fused_gather(Device dev, int64_t rows, int64_t width, int64_t m, int
   for (int i = 0; i < reps; ++i) {
     r.fused_ms = std::min(r.fused_ms, best_ms(1, [&] { eval(fused({w, ids, s, b})); }));
     r.stored_ms = std::min(r.stored_ms, best_ms(1, [&] { eval(stored({w, ids, s, b})); }));
-  }
-  return r;
-}
-
-// The device's cumsum kernels against the scan's lowering (O(n^2) per row), as gather_vs_lowering;
-// float sums in another order, so "agree" allows 1e-6 of the running sum of |x| (the values are
-// integers below 1000, so in practice both are exact).
-VsLowering scan_vs_lowering(Device dev, int64_t n, int reps) {
-  Backend& be = backend_for(dev);
-  std::mt19937_64 rng(2);
-  std::vector<float> x(n);
-  for (float& v : x) v = static_cast<float>(rng() % 1000);
-  auto a = be.allocate(dev.index, n * 4);
-  auto o1 = be.allocate(dev.index, n * 4), o2 = be.allocate(dev.index, n * 4);
-  a->write(x.data(), 0, n * 4);
-  auto q = be.create_queue(dev.index);
-  NativeArgs args;
-  args.op = Op::Scan;
-  args.n = n;
-  auto run = [&](Buffer* out, bool lowered) {
-    args.buffers = {a.get(), out};
-    EventPtr e =
-        lowered ? enqueue_native_as_kernels(be, dev.index, *q, args) : q->enqueue_native(args);
-    if (e) e->wait();
-    q->finish();
-  };
-  VsLowering r;
-  r.kernel_ms = best_ms(reps, [&] { run(o1.get(), false); });
-  r.lowered_ms = best_ms(reps, [&] { run(o2.get(), true); });
-  std::vector<float> g1(n), g2(n);
-  o1->read(g1.data(), 0, n * 4);
-  o2->read(g2.data(), 0, n * 4);
-  double mass = 0;
-  r.same = true;
-  for (int64_t i = 0; i < n; ++i) {
-    mass += std::abs(x[i]);
-    r.same = r.same && std::abs(g1[i] - g2[i]) <= 1e-6 * mass;
   }
   return r;
 }
