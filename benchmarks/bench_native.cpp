@@ -100,7 +100,7 @@ VsLowering vs_lowering(
     int reps,
     const std::function<bool(const std::vector<char>&, const std::vector<char>&)>& agree) {
   Backend& be = backend_for(dev);
-  std::vector<std::unique_ptr<Buffer>> in;
+  std::vector<std::shared_ptr<Buffer>> in;
   for (const std::vector<char>& b : inputs) {
     in.push_back(be.allocate(dev.index, b.size()));
     in.back()->write(b.data(), 0, b.size());
