@@ -73,18 +73,20 @@ class Layout {
     os << "  }\n}\n";
   }
 
-  // The grid-stride loop of vector steps: each invocation does vector_step() points per step,
-  // one lane after another (the dialect reads and writes them as vectors); a scalar tail.
+  // The grid-stride loop of whole vector steps: each invocation does vector_step() points per
+  // step, one lane after another (the dialect reads and writes them as vectors); then the first
+  // invocation does the last npoints % step points one by one. The tail sits after the loop, not
+  // in it as the other side of a branch: on lavapipe a loop body holding a branch and a nested
+  // loop cost ~12% more CPU time for gelu (its SIMD lanes carry masks through both).
   void emit_elementwise_vector(std::ostream& os) {
     int step = d_.vector_step();
     os << w_.main << "\n  " << I() << " npoints = " << d_.dim(k_.domain[0]) << ";\n"
-       << "  " << I() << " stride = " << ix(w_.num_groups) << " * " << ix(o_.local_size) << ";\n";
+       << "  " << I() << " stride = " << ix(w_.num_groups) << " * " << ix(o_.local_size) << ";\n"
+       << "  " << I() << " nsteps = npoints / " << ix(step) << ";\n";
     declare_coords(os);
     em_.constants("  ");
-    os << "  for (" << I() << " q = " << first_invocation() << "; q * " << ix(step)
-       << " < npoints; q += stride) {\n"
-       << "  " << I() << " base = q * " << ix(step) << ";\n"
-       << "  if (base + " << ix(step) << " <= npoints) {\n";
+    os << "  for (" << I() << " q = " << first_invocation() << "; q < nsteps; q += stride) {\n"
+       << "  " << I() << " base = q * " << ix(step) << ";\n";
     os << d_.vector_begin();
     for (int lane = 0; lane < step; ++lane) {
       d_.set_lane(lane);
@@ -95,11 +97,12 @@ class Layout {
     }
     d_.set_lane(-1);
     os << d_.vector_end();
-    os << "  } else {\n"
-       << "  for (i0 = base; i0 < npoints; ++i0) {\n";
+    os << "  }\n"
+       << "  if (" << first_invocation() << " == " << ix(0) << ") {\n"
+       << "  for (i0 = nsteps * " << ix(step) << "; i0 < npoints; ++i0) {\n";
     em_.values(0, static_cast<int>(k_.body.size()), "  ");
     em_.stores("  ");
-    os << "  }\n  }\n  }\n}\n";
+    os << "  }\n  }\n}\n";
   }
 
   // acc = acc (op) xv for sums and products (bool: or/and; 8-bit integers wrapped).
