@@ -140,6 +140,12 @@ std::string GlslDialect::load(int b) {
   Dtype d = kernel().buffers[b].dtype;
   std::string a = "(" + address(kernel().buffers[b].map) + ")";
   std::string arr = "b" + std::to_string(b) + ".d";
+  if (texel.count(b)) {
+    if (lane >= 0)
+      return from_bits(d, texel_name(b, lane / 4) + "[" + std::to_string(lane % 4) + "]");
+    return from_bits(
+        d, "texelFetch(b" + std::to_string(b) + ", int(" + a + " >> 2))[uint(" + a + " & IDX(3))]");
+  }
   if (vec.count(b)) {
     std::string L = "L" + std::to_string(b);
     if (width == 8) {
@@ -492,14 +498,27 @@ std::string GlslDialect::vector_index(int b) const {
   return "uint(" + std::to_string(kernel().buffers[b].map.offset.value / width) + " + q)";
 }
 
+std::string GlslDialect::texel_name(int b, int t) {
+  return "T" + std::to_string(b) + "_" + std::to_string(t);
+}
+
 std::string GlslDialect::vector_begin() {
   std::ostringstream os;
   std::set<int> loaded;
   for (const Value& val : kernel().body)
     if (val.kind == ValueKind::Load && vec.count(val.buffer)) loaded.insert(val.buffer);
-  for (int b : loaded)
-    os << "  " << vec_type(kernel().buffers[b].dtype) << " L" << b << " = b" << b << ".d["
-       << vector_index(b) << "];\n";
+  for (int b : loaded) {
+    if (!texel.count(b)) {
+      os << "  " << vec_type(kernel().buffers[b].dtype) << " L" << b << " = b" << b << ".d["
+         << vector_index(b) << "];\n";
+      continue;
+    }
+    int per = width / 4;  // texels per step
+    for (int t = 0; t < per; ++t)
+      os << "  uvec4 " << texel_name(b, t) << " = texelFetch(b" << b << ", int(uint("
+         << kernel().buffers[b].map.offset.value / 4 << ") + uint(q) * " << per << "u + " << t
+         << "u));\n";
+  }
   for (const Store& st : kernel().stores) {
     if (width == 8)
       os << "  uint O" << st.buffer << "[8];\n";
@@ -538,7 +557,7 @@ void GlslDialect::find_vector_buffers() {
   if (kernel().reduce || kernel().ndim() != 1) return;
   for (const Value& v : kernel().body)
     if (v.kind == ValueKind::Gather) return;  // rows at computed addresses: scalar access
-  std::set<int> vec;
+  std::set<int> vec, tex;
   for (int b = 0; b < static_cast<int>(kernel().buffers.size()); ++b) {
     const KernelBuffer& kb = kernel().buffers[b];
     const Dim& st = kb.map.strides[0];
@@ -548,11 +567,13 @@ void GlslDialect::find_vector_buffers() {
           kb.map.offset.value % width != 0)
         return;
       vec.insert(b);
+      if (f_.texel_loads && !f_.by_address && !kb.output) tex.insert(b);
     } else if (st.value != 0 || kb.output) {
       return;
     }
   }
   this->vec = vec;
+  texel = tex;
 }
 
 void GlslDialect::prepare() {

@@ -61,6 +61,9 @@ class GlslDialect : public source::ShaderDialect {
   // Vector access (find_vector_buffers): buffers read and written as vectors, points per step,
   // and while >= 0, the lane of the step being written.
   std::set<int> vec;
+  // The vector-read buffers bound as texel buffers (ShaderFeatures::texel_loads): in vec,
+  // loaded and never stored. Step q of buffer b is texels (offset / 4 + q * width / 4) onwards.
+  std::set<int> texel;
   int width = 4;
   int lane = -1;
 
@@ -76,6 +79,8 @@ class GlslDialect : public source::ShaderDialect {
   bool is_const_two(int i) const;
   void find_vector_buffers();  // sets vec and width
   std::string vector_index(int b) const;
+  // Texel t of step q of texel buffer b, as the name of the uvec4 holding it.
+  static std::string texel_name(int b, int t);
 
   const ShaderFeatures& f_;
 };

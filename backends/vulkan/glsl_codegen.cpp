@@ -61,7 +61,13 @@ class Writer {
       sh.bindings = f_.by_address ? 1 : nbuf + 1;
     }
     if (f_.by_address) sh.address_slot = d_.nparams + static_cast<int>(d_.float_slots.size());
+    if (!d_.texel.empty()) sh.texel.assign(static_cast<size_t>(sh.bindings), false);
     for (int b = 0; b < nbuf; ++b) {
+      if (d_.texel.count(b)) {
+        sh.texel[static_cast<size_t>(b)] = true;
+        os << "layout(set = 0, binding = " << b << ") uniform usamplerBuffer b" << b << ";\n";
+        continue;
+      }
       std::string elem = d_.vec.count(b) ? d_.vec_type(k_.buffers[b].dtype)
                                          : GlslDialect::storage_type(k_.buffers[b].dtype);
       if (f_.by_address)  // bN names the reference, so the body reads bN.d[i] either way

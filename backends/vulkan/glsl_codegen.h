@@ -27,6 +27,11 @@ struct ShaderFeatures {
   // Contiguous element-wise kernels step 8 points through u64vec4 accesses instead of 4 through
   // vec4 (needs int64): for a CPU device, where each access is a loop over SIMD lanes.
   bool wide_access = false;
+  // The vector-read inputs of those kernels (buffers they load and never store) are uniform
+  // texel buffers of RGBA32UI texels (4 words each) read with texelFetch instead of storage
+  // buffers: lavapipe fetches texels with gathers across its SIMD lanes, where a storage-buffer
+  // load is a loop over the lanes with a branch per lane and component. Not with by_address.
+  bool texel_loads = false;
   // Subgroup arithmetic and shuffles in compute shaders: reductions combine within subgroups
   // first (else a shared-memory tree over the workgroup).
   bool subgroups = false;
@@ -62,8 +67,10 @@ struct Shader {
   // Words (8 bytes each) of params pushed as push constants; 0: the params are a storage
   // buffer bound after the kernel's buffers (or alone, by_address).
   int push_words = 0;
-  // Storage-buffer bindings of the shader's descriptor set.
+  // Bindings of the shader's descriptor set: storage buffers, except those marked in `texel`
+  // (one flag per binding, or empty), uniform texel buffers of RGBA32UI.
   int bindings = 0;
+  std::vector<bool> texel;
 };
 
 // Raises kiln::Error naming the device feature a kernel needs and the device lacks.

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 
+#include "backends/vulkan/descriptors.h"
 #include "graph/env.h"
 #include "graph/error.h"
 
@@ -34,6 +35,9 @@ Allocation::Allocation(std::shared_ptr<Context> c, size_t n, Kind k)
   // Any buffer may be bound beyond maxStorageBufferRange, hence reached by address.
   bool addressed = kind == Kind::Buffer && ctx->info().device_address;
   if (addressed) bi.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+  // Any buffer may be a kernel's input read through a texel-buffer view.
+  if (kind == Kind::Buffer && texel_views_fit(ctx->info()))
+    bi.usage |= VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   check(vkCreateBuffer(dev, &bi, nullptr, &buffer), "vkCreateBuffer");
   VkMemoryRequirements req;

@@ -172,6 +172,7 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
                    (subgroup.supportedOperations & ops) == ops;
   for (int i = 0; i < 3; ++i) info.max_groups[i] = lim.maxComputeWorkGroupCount[i];
   info.max_storage_range = lim.maxStorageBufferRange;
+  info.max_texel_elements = lim.maxTexelBufferElements;
   // Lowered (never raised) by KILN_VULKAN_STORAGE_RANGE, so that tests reach the by-address
   // forms of the shaders with small buffers.
   if (std::optional<uint64_t> r =

@@ -43,6 +43,9 @@ struct PhysicalInfo {
   uint32_t queue_family = 0;
   uint32_t max_groups[3] = {65535, 65535, 65535};
   uint64_t max_storage_range = 0;
+  // maxTexelBufferElements: texels a texel-buffer view may span (every view Kiln makes is of
+  // 16-byte RGBA32UI texels).
+  uint64_t max_texel_elements = 0;
   uint64_t device_local_bytes = 0;  // the largest device-local heap
   // maxPushConstantsSize: launch params that fit travel as push constants, which lets a
   // kernel's descriptor set be reused across launches (at least 128 bytes on every device).

@@ -84,7 +84,8 @@ class VulkanBuffer : public Buffer {
   Device device_;
 };
 
-// A compute pipeline and its layouts: `bindings` storage buffers, `push_bytes` of push constants.
+// A compute pipeline and its layouts: `bindings` storage buffers (uniform texel buffers where
+// `texel` marks them), `push_bytes` of push constants.
 struct Pipeline {
   std::shared_ptr<Context> ctx;
   VkShaderModule module = VK_NULL_HANDLE;
@@ -94,7 +95,7 @@ struct Pipeline {
   uint32_t bindings = 0;
 
   Pipeline(std::shared_ptr<Context> c, const std::vector<uint32_t>& spirv, uint32_t nbindings,
-           uint32_t push_bytes)
+           uint32_t push_bytes, const std::vector<bool>& texel = {})
       : ctx(std::move(c)), bindings(nbindings) {
     VkDevice d = ctx->device();
     VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
@@ -104,7 +105,8 @@ struct Pipeline {
     std::vector<VkDescriptorSetLayoutBinding> b(bindings);
     for (uint32_t i = 0; i < bindings; ++i) {
       b[i].binding = i;
-      b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      b[i].descriptorType = i < texel.size() && texel[i] ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                                                         : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
       b[i].descriptorCount = 1;
       b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
     }
@@ -184,6 +186,7 @@ Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const st
   f.wide_access = ctx->info().cpu;
   if (const char* w = std::getenv("KILN_VULKAN_WIDE_ACCESS"); w && *w)  // tests: both forms
     f.wide_access = std::strcmp(w, "0") != 0;
+  f.texel_loads = vulkan::use_texel_loads(ctx->info());
   f.subgroups = ctx->info().subgroups;
   if (const char* g = std::getenv("KILN_VULKAN_SUBGROUPS"); g && *g)  // tests: the tree too
     f.subgroups = f.subgroups && std::strcmp(g, "0") != 0;
@@ -208,8 +211,9 @@ Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const st
     std::fprintf(stderr, "// kiln vulkan kernel %s\n%s\n", k.name.c_str(),
                  st.shader.glsl.substr(st.shader.glsl.find("void main")).c_str());
   std::vector<uint32_t> spirv = vulkan::cached_spirv(k.hash(), st.shader.glsl, k.name);
-  st.pipe = std::make_unique<Pipeline>(ctx, spirv, static_cast<uint32_t>(st.shader.bindings),
-                                       static_cast<uint32_t>(st.shader.push_words) * 8);
+  st.pipe =
+      std::make_unique<Pipeline>(ctx, spirv, static_cast<uint32_t>(st.shader.bindings),
+                                 static_cast<uint32_t>(st.shader.push_words) * 8, st.shader.texel);
   return st;
 }
 
@@ -1244,12 +1248,14 @@ class VulkanQueue : public Queue {
     if (st.shader.push_words) {
       words.resize(static_cast<size_t>(st.shader.push_words), 0);
       res.sets.push_back(bound.empty() ? nullptr
-                                       : st.sets->get(ctx_, st.pipe->set_layout, bound, bound_ids));
+                                       : st.sets->get(ctx_, st.pipe->set_layout, bound, bound_ids,
+                                                      st.shader.texel));
       return words;
     }
     write_params(words, res);  // bound after the buffers; the set is this launch's alone
     bound.push_back(res.params.back()->buffer);
-    res.sets.push_back(std::make_shared<vulkan::DescriptorSet>(ctx_, st.pipe->set_layout, bound));
+    res.sets.push_back(
+        std::make_shared<vulkan::DescriptorSet>(ctx_, st.pipe->set_layout, bound, st.shader.texel));
     return {};
   }
 
