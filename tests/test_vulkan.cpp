@@ -504,43 +504,58 @@ TEST_F(Vulkan, ParamsInABufferWhenPushConstantsDoNotFit) {
 // Contiguous element-wise kernels step 8 points through u64vec4 accesses on a CPU device and 4
 // through vec4 on a GPU (glsl_codegen.h): both forms, with a tail, against the reference.
 // Contiguous element-wise kernels in every access form: 4 or 8 points a step, inputs read
-// through storage buffers or texel buffers; lengths with and without a tail, and the second
-// input read from an offset of 16 elements (a multiple of either step).
+// through storage buffers or texel buffers, steps grid-stride or in subgroup runs (three
+// workgroups, so that runs loop); lengths with and without a tail, and the second input read
+// from an offset of 16 elements (a multiple of either step).
 TEST_F(Vulkan, VectorAccessInEveryForm) {
   for (const char* texel : {"0", "1"})
-    for (const char* wide : {"0", "1"}) {
-      setenv("KILN_VULKAN_TEXEL_LOADS", texel, 1);
-      setenv("KILN_VULKAN_WIDE_ACCESS", wide, 1);
-      for (Dtype d : {float32, int32, uint32})
-        for (int64_t n : {int64_t{8}, int64_t{1003}, int64_t{4099}}) {
-          // n differs per form, so each form compiles its own kernel (the cache is per kernel).
-          int64_t len = n + (wide[0] == '1' ? 16 : 0) + (texel[0] == '1' ? 32 : 0);
-          Kernel k = elementwise(
-              {d, d},
-              [d](std::vector<int> in) {
-                Value v;
-                v.kind = ValueKind::Binary, v.binary = BinaryOp::Subtract, v.dtype = d;
-                v.a = in[0], v.b = in[1];
-                return v;
-              },
-              len);
-          k.buffers[1].map.offset = Dim::constant(16);
-          if (texel[0] == '1') {  // the form asked for is the one generated
-            vulkan::ShaderFeatures f;
-            f.int64 = true, f.wide_access = wide[0] == '1', f.texel_loads = true;
-            f.push_bytes = 128;
-            vulkan::Shader sh = vulkan::generate_glsl(k, f);
-            EXPECT_EQ(sh.texel, (std::vector<bool>{true, true, false}));
-            EXPECT_NE(sh.glsl.find("texelFetch(b1, int(uint(4) + "), std::string::npos);
+    for (const char* wide : {"0", "1"})
+      for (const char* runs : {"0", "1"}) {
+        setenv("KILN_VULKAN_TEXEL_LOADS", texel, 1);
+        setenv("KILN_VULKAN_WIDE_ACCESS", wide, 1);
+        setenv("KILN_VULKAN_SUBGROUP_RUNS", runs, 1);
+        setenv("KILN_VULKAN_MAX_GROUPS", "3", 1);
+        for (Dtype d : {float32, int32, uint32})
+          for (int64_t n : {int64_t{8}, int64_t{1003}, int64_t{20011}}) {
+            // n differs per form, so each form compiles its own kernel (the cache is per kernel).
+            int64_t len = n + (wide[0] == '1' ? 16 : 0) + (texel[0] == '1' ? 32 : 0) +
+                          (runs[0] == '1' ? 64 : 0);
+            Kernel k = elementwise(
+                {d, d},
+                [d](std::vector<int> in) {
+                  Value v;
+                  v.kind = ValueKind::Binary, v.binary = BinaryOp::Subtract, v.dtype = d;
+                  v.a = in[0], v.b = in[1];
+                  return v;
+                },
+                len);
+            k.buffers[1].map.offset = Dim::constant(16);
+            if (texel[0] == '1') {  // the form asked for is the one generated
+              vulkan::ShaderFeatures f;
+              f.int64 = true, f.wide_access = wide[0] == '1', f.texel_loads = true;
+              f.push_bytes = 128;
+              vulkan::Shader sh = vulkan::generate_glsl(k, f);
+              EXPECT_EQ(sh.texel, (std::vector<bool>{true, true, false}));
+              EXPECT_NE(sh.glsl.find("texelFetch(b1, int(uint(4) + "), std::string::npos);
+            }
+            if (runs[0] == '1') {
+              vulkan::ShaderFeatures f;
+              f.int64 = true, f.wide_access = wide[0] == '1', f.subgroup_runs = true;
+              f.subgroup_size = 8;
+              vulkan::Shader sh = vulkan::generate_glsl(k, f);
+              EXPECT_EQ(sh.max_groups, vulkan::kRunGroups);
+              EXPECT_NE(sh.glsl.find("gl_SubgroupID"), std::string::npos);
+            }
+            differential(
+                k, {sample(d, len, 3, false), sample(d, len + 16, 4, false), Bytes(len * 4)}, {},
+                std::string("texel ") + texel + " wide " + wide + " " + d.name() + " n " +
+                    std::to_string(len));
           }
-          differential(k, {sample(d, len, 3, false), sample(d, len + 16, 4, false), Bytes(len * 4)},
-                       {},
-                       std::string("texel ") + texel + " wide " + wide + " " + d.name() + " n " +
-                           std::to_string(len));
-        }
-    }
+      }
   unsetenv("KILN_VULKAN_WIDE_ACCESS");
   unsetenv("KILN_VULKAN_TEXEL_LOADS");
+  unsetenv("KILN_VULKAN_SUBGROUP_RUNS");
+  unsetenv("KILN_VULKAN_MAX_GROUPS");
 }
 
 kiln::Array gelu(const kiln::Array& x) {

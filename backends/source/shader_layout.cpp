@@ -19,7 +19,7 @@ class Layout {
       emit_reduction(em_.out());
     else
       emit_elementwise(em_.out());
-    return {em_.out().str(), uses_subgroups};
+    return {em_.out().str(), uses_subgroups, uses_subgroup_ids};
   }
 
  private:
@@ -73,20 +73,36 @@ class Layout {
     os << "  }\n}\n";
   }
 
-  // The grid-stride loop of whole vector steps: each invocation does vector_step() points per
-  // step, one lane after another (the dialect reads and writes them as vectors); then the first
+  // The loop of whole vector steps (grid-stride, or subgroup runs): each invocation does
+  // vector_step() points per step, one lane after another (the dialect reads and writes them as
+  // vectors); then the first
   // invocation does the last npoints % step points one by one. The tail sits after the loop, not
   // in it as the other side of a branch: on lavapipe a loop body holding a branch and a nested
   // loop cost ~12% more CPU time for gelu (its SIMD lanes carry masks through both).
   void emit_elementwise_vector(std::ostream& os) {
     int step = d_.vector_step();
     os << w_.main << "\n  " << I() << " npoints = " << d_.dim(k_.domain[0]) << ";\n"
-       << "  " << I() << " stride = " << ix(w_.num_groups) << " * " << ix(o_.local_size) << ";\n"
        << "  " << I() << " nsteps = npoints / " << ix(step) << ";\n";
     declare_coords(os);
     em_.constants("  ");
-    os << "  for (" << I() << " q = " << first_invocation() << "; q < nsteps; q += stride) {\n"
-       << "  " << I() << " base = q * " << ix(step) << ";\n";
+    if (o_.subgroup_runs) {
+      // Steps per workgroup (a multiple of its size), one run of them per subgroup.
+      uses_subgroup_ids = true;
+      std::string L = ix(o_.local_size);
+      os << "  " << I() << " per = ((nsteps + " << ix(w_.num_groups) << " - " << ix(1) << ") / "
+         << ix(w_.num_groups) << " + " << ix(o_.local_size - 1) << ") / " << L << " * " << L
+         << ";\n"
+         << "  " << I() << " run = per / " << ix(w_.num_subgroups) << ";\n"
+         << "  " << I() << " first = " << w_.group_id << " * per + " << ix(w_.subgroup_id)
+         << " * run;\n"
+         << "  " << I() << " last = min(first + run, nsteps);\n"
+         << "  for (" << I() << " q = first + " << ix(w_.subgroup_invocation)
+         << "; q < last; q += " << ix(w_.subgroup_size) << ") {\n";
+    } else {
+      os << "  for (" << I() << " q = " << first_invocation()
+         << "; q < nsteps; q += " << ix(w_.num_groups) << " * " << ix(o_.local_size) << ") {\n";
+    }
+    os << "  " << I() << " base = q * " << ix(step) << ";\n";
     os << d_.vector_begin();
     for (int lane = 0; lane < step; ++lane) {
       d_.set_lane(lane);
@@ -264,6 +280,7 @@ class Layout {
   const ShaderWords& w_;
   Emitter em_;
   bool uses_subgroups = false;
+  bool uses_subgroup_ids = false;
 };
 
 }  // namespace

@@ -45,11 +45,17 @@ struct ShaderOptions {
   int local_size = 64;
   bool subgroups = false;  // reductions combine within subgroups first
   bool float64 = false;    // float sums and products accumulate in double
+  // Vector steps of element-wise kernels go to workgroups in contiguous blocks, and each
+  // subgroup walks one contiguous run of its block, lane by lane (instead of a grid-stride
+  // loop). On a CPU device, whose subgroup is its SIMD width, each run's accesses then advance
+  // sequentially, which the hardware prefetches; grid-stride steps were 25% slower on lavapipe.
+  bool subgroup_runs = false;
 };
 
 struct ShaderBody {
-  std::string text;  // helper functions, shared arrays and the entry point
-  bool uses_subgroups = false;
+  std::string text;                // helper functions, shared arrays and the entry point
+  bool uses_subgroups = false;     // subgroup arithmetic and shuffles
+  bool uses_subgroup_ids = false;  // subgroup ids and sizes only (subgroup_runs)
 };
 
 ShaderBody shader_body(const Kernel& k, ShaderDialect& d, const ShaderOptions& o);

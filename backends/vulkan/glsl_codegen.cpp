@@ -28,11 +28,15 @@ class Writer {
     sh.per_group = k_.reduce.has_value();
     sh.nparams = k_.num_params();
     d_.nparams = sh.nparams;
-    source::ShaderBody body = source::shader_body(k_, d_, {kLocalSize, f_.subgroups, f_.float64});
+    bool runs = f_.subgroup_runs && f_.subgroup_size > 0 && kLocalSize % f_.subgroup_size == 0;
+    source::ShaderBody body =
+        source::shader_body(k_, d_, {kLocalSize, f_.subgroups, f_.float64, runs});
     if (d_.vector_step() > 0) sh.points_per_invocation = d_.vector_step();
+    if (body.uses_subgroup_ids) sh.max_groups = kRunGroups;
     std::ostringstream os;
     os << "#version 450\n";
     if (f_.int64) os << "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+    if (body.uses_subgroup_ids) os << "#extension GL_KHR_shader_subgroup_basic : require\n";
     if (body.uses_subgroups)
       os << "#extension GL_KHR_shader_subgroup_arithmetic : require\n"
          << "#extension GL_KHR_shader_subgroup_shuffle : require\n";

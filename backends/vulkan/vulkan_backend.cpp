@@ -187,6 +187,10 @@ Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const st
   if (const char* w = std::getenv("KILN_VULKAN_WIDE_ACCESS"); w && *w)  // tests: both forms
     f.wide_access = std::strcmp(w, "0") != 0;
   f.texel_loads = vulkan::use_texel_loads(ctx->info());
+  f.subgroup_size = ctx->info().subgroups ? ctx->info().subgroup_size : 0;
+  f.subgroup_runs = ctx->info().cpu;
+  if (const char* r = std::getenv("KILN_VULKAN_SUBGROUP_RUNS"); r && *r)  // tests: both forms
+    f.subgroup_runs = std::strcmp(r, "0") != 0;
   f.subgroups = ctx->info().subgroups;
   if (const char* g = std::getenv("KILN_VULKAN_SUBGROUPS"); g && *g)  // tests: the tree too
     f.subgroups = f.subgroups && std::strcmp(g, "0") != 0;
@@ -1093,9 +1097,10 @@ class VulkanQueue : public Queue {
   }
   // Workgroups per launch at most (0: one per point or per 64 points); shaders loop over the
   // rest. On a CPU device 16384: measured on lavapipe (x + 1 over 32M floats), 64 groups were
-  // ~4x slower (its per-iteration loop overhead) and one group per 256 points ~2x slower (its
-  // per-group overhead). KILN_VULKAN_MAX_GROUPS overrides (tests use 0 to launch grids past
-  // 65535 groups on lavapipe).
+  // ~4x slower (each grid-stride iteration another stream of accesses far from the last) and
+  // one group per 256 points ~2x slower (its per-group overhead); shaders whose steps go in
+  // subgroup runs set their own cap (Shader::max_groups). KILN_VULKAN_MAX_GROUPS overrides (tests
+  // use 0 to launch grids past 65535 groups on lavapipe).
   static int64_t max_groups(const Context& ctx) {
     if (const char* v = std::getenv("KILN_VULKAN_MAX_GROUPS"); v && *v) return std::atoll(v);
     return ctx.info().cpu ? 16384 : 0;
@@ -1150,7 +1155,9 @@ class VulkanQueue : public Queue {
     // Reductions keep one workgroup per kept point: on lavapipe, 7 groups each looping over
     // 10,000 rows (a barrier-separated tree per row) gave wrong sums for some rows, while one
     // group per row is right; their loop only serves grids past the device's limits.
-    if (max_groups_ > 0 && !sh.per_group) total = std::min<int64_t>(total, max_groups_);
+    // A shader's own cap (subgroup runs) gives way to KILN_VULKAN_MAX_GROUPS only.
+    int64_t cap = sh.max_groups > 0 && !max_groups_set_ ? sh.max_groups : max_groups_;
+    if (cap > 0 && !sh.per_group) total = std::min<int64_t>(total, cap);
     const uint32_t* lim = ctx_->info().max_groups;
     int64_t gx = std::min<int64_t>(total, lim[0]);
     int64_t gy = std::min<int64_t>((total + gx - 1) / gx, lim[1]);
@@ -1337,6 +1344,7 @@ class VulkanQueue : public Queue {
   Backend& backend_;  // immortal (the registry's), for the kernels of native primitives
   int device_;
   int64_t max_groups_ = max_groups(*ctx_);
+  bool max_groups_set_ = std::getenv("KILN_VULKAN_MAX_GROUPS") != nullptr;
 };
 
 class VulkanBackend : public Backend {
