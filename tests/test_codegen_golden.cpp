@@ -9,6 +9,7 @@
 //   KILN_UPDATE_GOLDEN=1 build/tests/test_codegen_golden
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -131,21 +132,26 @@ TEST(CodegenGolden, OpenclListingsMatch) {
 
 #ifdef KILN_GOLDEN_VULKAN
 TEST(CodegenGolden, GlslListingsMatch) {
-  auto vk = [](bool b64, bool wide, bool sub, uint32_t push, bool by_address) {
+  // cpu: the forms a CPU device takes (texel-buffer loads, subgroup runs of 8 lanes).
+  auto vk = [](bool b64, bool wide, bool sub, uint32_t push, bool by_address, bool cpu = false) {
     return [=](const Kernel& k) {
       vulkan::ShaderFeatures f{b64, b64, "golden", by_address};
       f.wide_access = wide, f.subgroups = sub, f.push_bytes = push;
+      f.texel_loads = cpu, f.subgroup_runs = cpu, f.subgroup_size = sub ? 8 : 0;
       vulkan::Shader s = vulkan::generate_glsl(k, f);
       std::ostringstream os;
       os << "// local " << s.local_size << " per_group " << s.per_group << " points "
          << s.points_per_invocation << " params " << s.nparams << " slots " << s.float_slots.size()
          << " address " << s.address_slot << " push " << s.push_words << " bindings " << s.bindings
-         << "\n"
+         << " texel " << std::count(s.texel.begin(), s.texel.end(), true) << " max_groups "
+         << s.max_groups << "\n"
          << s.glsl;
       return os.str();
     };
   };
-  check("glsl", {{"lavapipe", vk(true, true, true, 128, false)},
+  check("glsl", {{"lavapipe", vk(true, true, true, 128, false, true)},
+                 {"lavapipe-buffer", vk(true, true, true, 0, false, true)},
+                 {"wide", vk(true, true, true, 128, false)},
                  {"narrow", vk(true, false, true, 128, false)},
                  {"tree", vk(true, true, false, 128, false)},
                  {"params-buffer", vk(true, true, true, 0, false)},
