@@ -1,6 +1,7 @@
 // Kernel IR -> GLSL 450 compute shader for the Vulkan backend. Element-wise kernels loop over
-// points from their global invocation index (4 points per step with 4-vector access where every
-// buffer is contiguous); reductions give each kept point a workgroup (a strided loop over the
+// points from their global invocation index (4 or 8 points per step with vector access where
+// every buffer is contiguous; on a CPU device inputs through texel buffers, steps in subgroup
+// runs); reductions give each kept point a workgroup (a strided loop over the
 // reduced extent, then a subgroup stage or a tree in shared memory). Semantics follow
 // backends/scalar_ops.h. The layout (glsl_codegen.cpp) is GLSL's own; every value, load and
 // store is written by the shared emitter (backends/source/emitter.h) in the GLSL dialect
