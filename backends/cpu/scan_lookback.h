@@ -38,12 +38,12 @@ std::vector<int64_t> lookback_starts(int64_t blocks, int chunks, double later);
 // Scans the n elements of one row's scan order on `chunks` tasks of the TBB arena. run(lo, hi,
 // carry) scans [lo, hi) from `carry` (the value before lo; `identity` before element 0) and
 // returns the value after hi; total(lo, hi) folds [lo, hi) from the identity; fold(earlier,
-// later) combines two values in order. Each task
-// takes the next chunk in order when it starts (so the first task to run scans chunk 0, and a
-// late task takes a late chunk), and nothing waits for another thread: a look-back that finds
-// nothing published folds further back, to the row's start if it must. For float sums the
-// carries depend on where each look-back met the thread before it, so the last bits of a later
-// chunk's values may differ from call to call, within the scans' bound.
+// later) combines two values in order. Each task takes the next chunk in order when it starts
+// (so the first task to run scans chunk 0, and a late task takes a late chunk), and nothing
+// waits for another thread: a look-back that finds nothing published folds further back, to
+// the row's start if it must. For float sums the carries depend on where each look-back met
+// the thread before it, so the last bits of a later chunk's values may differ from call to
+// call, within the scans' bound.
 template <class C, class Run, class Total, class Fold>
 void scan_with_lookback(int64_t n, int chunks, double later, C identity, Run run, Total total,
                         Fold fold) {
