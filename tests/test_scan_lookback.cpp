@@ -1,10 +1,10 @@
 // The cpu backend's split of a long scan across threads by look-back
 // (backends/cpu/scan_lookback.h): on 1, 2, 3 and 8 threads, rows across the blocks' and chunks'
-// edges, forward and reversed, inclusive and exclusive, contiguous and strided, against a
-// sequential scan of values whose every partial result is exact in the dtype (small integers), so
-// any order of additions gives the same bits and a carry off by one block's total, or one element,
-// fails. And a thread that runs late: the look-back does not wait for it but folds back to the
-// row's start.
+// edges, forward and reversed, inclusive and exclusive, contiguous, strided and starting off a
+// vector's alignment, against a sequential scan of values whose every partial result is exact in
+// the dtype (small integers), so any order of additions gives the same bits and a carry off by one
+// block's total, or one element, fails. And a thread that runs late: the look-back does not wait
+// for it but folds back to the row's start.
 #include <gtest/gtest.h>
 #include <tbb/task_arena.h>
 
@@ -113,6 +113,13 @@ TEST(ScanLookback, CarriesAreExactOnEveryThreadCount) {
   for (int threads : {2, 3}) {
     expect_scan<float>(float32, row(40001, ScanOp::Sum, true, false, 2), threads, ++seed);
     expect_scan<float>(float32, row(40001, ScanOp::Sum, false, true, 2), threads, ++seed);
+  }
+  // Rows that start off a vector's alignment, split and not.
+  for (int64_t n : {(int64_t(1) << 15) + 3, int64_t(1001)}) {
+    NativeArgs three = row(n);
+    three.outer = 3;
+    expect_scan<float>(float32, three, 2, ++seed);
+    expect_scan<double>(float64, three, 2, ++seed);
   }
 }
 
