@@ -407,11 +407,20 @@ void Context::transfer(VkBuffer src, size_t src_offset, VkBuffer dst, size_t dst
   check(vkResetFences(device_, 1, &transfer_fence_), "vkResetFences");
 }
 
-void Context::watch(VkSemaphore sem, uint64_t value, std::shared_ptr<GpuEvent> ev,
+void Context::watch(VkSemaphore sem, uint64_t value, std::vector<std::shared_ptr<GpuEvent>> events,
                     std::function<void()> cleanup) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back({sem, value, std::move(ev), std::move(cleanup)});
+    pending_.push_back({sem, value, std::move(events), std::move(cleanup), nullptr});
+  }
+  cv_.notify_one();
+}
+
+void Context::fail(std::vector<std::shared_ptr<GpuEvent>> events, std::exception_ptr error,
+                   std::function<void()> cleanup) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back({VK_NULL_HANDLE, 0, std::move(events), std::move(cleanup), error});
   }
   cv_.notify_one();
 }
@@ -423,6 +432,7 @@ void Context::completion_loop() {
   for (;;) {
     VkSemaphore sem;
     uint64_t value;
+    bool failed;
     {
       std::unique_lock<std::mutex> lock(mu_);
       processing_ = false;
@@ -431,13 +441,17 @@ void Context::completion_loop() {
       if (pending_.empty()) return;  // stopping, nothing left
       processing_ = true;
       sem = pending_.front().sem, value = pending_.front().value;
+      failed = pending_.front().error != nullptr;
     }
-    VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
-    wi.semaphoreCount = 1;
-    wi.pSemaphores = &sem;
-    wi.pValues = &value;
-    VkResult r = vkWaitSemaphores(device_, &wi, 1000000000ull);
-    if (r == VK_TIMEOUT) continue;
+    VkResult r = VK_SUCCESS;
+    if (!failed) {
+      VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+      wi.semaphoreCount = 1;
+      wi.pSemaphores = &sem;
+      wi.pValues = &value;
+      r = vkWaitSemaphores(device_, &wi, 1000000000ull);
+      if (r == VK_TIMEOUT) continue;
+    }
     std::exception_ptr err;
     if (r != VK_SUCCESS) {
       try {
@@ -451,8 +465,8 @@ void Context::completion_loop() {
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t i = 0; i < pending_.size();) {
         uint64_t v = 0;
-        vkGetSemaphoreCounterValue(device_, pending_[i].sem, &v);
-        if (v >= pending_[i].value || err) {
+        if (!pending_[i].error) vkGetSemaphoreCounterValue(device_, pending_[i].sem, &v);
+        if (pending_[i].error || v >= pending_[i].value || err) {
           done.push_back(std::move(pending_[i]));
           pending_.erase(pending_.begin() + static_cast<long>(i));
         } else {
@@ -462,7 +476,7 @@ void Context::completion_loop() {
     }
     for (Pending& p : done) {
       if (p.cleanup) p.cleanup();
-      p.ev->complete(err);
+      for (const auto& ev : p.events) ev->complete(p.error ? p.error : err);
     }
   }
 }

@@ -68,6 +68,14 @@ int64_t validation_message_count();
 
 class Context;
 
+// Work recorded but not yet submitted to the queue (a lane's open batch, lane.h).
+class Submitter {
+ public:
+  virtual ~Submitter() = default;
+  // Submits the recorded work whose timeline value is `value` or less, if it is still held.
+  virtual void submit_through(uint64_t value) = 0;
+};
+
 // The event of work on a queue: completed by the context's watcher thread when the timeline
 // value it carries is signalled, so its waiting and callbacks are a HostEvent's.
 class GpuEvent : public HostEvent {
@@ -85,6 +93,16 @@ class GpuEvent : public HostEvent {
   // Set for values the host signals (a cpu task's completion, a deferred host transfer).
   void set_host_signaled() { host_signaled_ = true; }
   bool host_signaled() const { return host_signaled_; }
+  // Set (before the event is shared) when the work signalling value() may still be held in a
+  // lane's batch: a wait on the host or on the device must submit it first, or nothing would.
+  void set_submitter(std::weak_ptr<Submitter> s) { submitter_ = std::move(s); }
+  void ensure_submitted() const {
+    if (auto s = submitter_.lock()) s->submit_through(value_);
+  }
+  void wait() override {
+    ensure_submitted();
+    HostEvent::wait();
+  }
 
  private:
   const Context* ctx_ = nullptr;
@@ -92,6 +110,7 @@ class GpuEvent : public HostEvent {
   uint64_t value_ = 0;
   std::shared_ptr<void> keep_;
   bool host_signaled_ = false;
+  std::weak_ptr<Submitter> submitter_;
 };
 
 // One logical device. Lives as long as anything (buffers, kernels, queues) holds it.
@@ -118,9 +137,13 @@ class Context {
 
   // Submits under the queue's lock; raises kiln::Error on failure.
   void submit(const VkSubmitInfo& info, VkFence fence = VK_NULL_HANDLE);
-  // Completes `ev` (after running `cleanup`) once `sem` reaches `value`.
-  void watch(VkSemaphore sem, uint64_t value, std::shared_ptr<GpuEvent> ev,
+  // Completes `events` (after running `cleanup`) once `sem` reaches `value`.
+  void watch(VkSemaphore sem, uint64_t value, std::vector<std::shared_ptr<GpuEvent>> events,
              std::function<void()> cleanup);
+  // Completes `events` with `error` (after running `cleanup`) on the completion thread: work
+  // that failed to be submitted, whose callbacks must not run under the submitter's locks.
+  void fail(std::vector<std::shared_ptr<GpuEvent>> events, std::exception_ptr error,
+            std::function<void()> cleanup);
   // A timeline semaphore starting at 0.
   VkSemaphore new_timeline();
   // Writes the pipeline cache to the disk cache (after new pipelines were made).
@@ -137,8 +160,9 @@ class Context {
   struct Pending {
     VkSemaphore sem;
     uint64_t value;
-    std::shared_ptr<GpuEvent> ev;
+    std::vector<std::shared_ptr<GpuEvent>> events;
     std::function<void()> cleanup;
+    std::exception_ptr error;  // failed before it reached the queue: nothing to wait for
   };
   void completion_loop();
 

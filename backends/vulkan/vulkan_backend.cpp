@@ -22,6 +22,7 @@
 #include "backends/vulkan/glsl_codegen.h"
 #include "backends/vulkan/glsl_compiler.h"
 #include "backends/vulkan/host_signal.h"
+#include "backends/vulkan/lane.h"
 #include "backends/vulkan/matmul_shader.h"
 #include "backends/vulkan/memory.h"
 #include "backends/vulkan/scan_shader.h"
@@ -37,7 +38,9 @@ namespace {
 
 using vulkan::check;
 using vulkan::Context;
+using vulkan::full_barrier;
 using vulkan::GpuEvent;
+using vulkan::Lane;
 
 using vulkan::Allocation;
 
@@ -400,65 +403,11 @@ const ScanPipeline& scan_pipeline(const std::shared_ptr<Context>& ctx, Dtype d, 
   return *p;
 }
 
-// The live state of one lane: a command pool and the timeline semaphore that orders its
-// submissions. Shared with the completion thread's clean-ups, which free command buffers.
-struct LaneState {
-  // Params buffers of this size are recycled between launches (creating one cost a good part
-  // of a launch); larger ones are made for the launch and destroyed after it.
-  static constexpr size_t kParamBytes = 4096;
-
-  std::shared_ptr<Context> ctx;
-  std::mutex mu;  // pool, next value and the free lists
-  VkCommandPool pool = VK_NULL_HANDLE;
-  VkSemaphore timeline = VK_NULL_HANDLE;
-  uint64_t value = 0;  // last value submitted
-  std::vector<std::unique_ptr<Allocation>> free_params;
-  // Partials of split reductions, shared by the lane's launches (its submissions run in order),
-  // so that their descriptor sets can be cached; replaced by a larger one when needed.
-  std::shared_ptr<Allocation> scratch;
-  // Other lanes' timeline values the next submission waits for (Queue::enqueue_wait), with
-  // what keeps their semaphores alive.
-  struct Wait {
-    VkSemaphore sem;
-    uint64_t value;
-    std::shared_ptr<void> keep;
-  };
-  std::vector<Wait> waits;
-  // Host-signaled values among the last enqueue_wait's events: a host-to-device transfer
-  // enqueued next runs once they complete (its source is a cpu task's output).
-  std::vector<std::shared_ptr<GpuEvent>> host_waits;
-  // Deferred transfers not known to be done yet (finish() waits for them).
-  std::vector<std::shared_ptr<GpuEvent>> deferred;
-
-  explicit LaneState(std::shared_ptr<Context> c) : ctx(std::move(c)) {
-    VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-    pi.queueFamilyIndex = ctx->info().queue_family;
-    check(vkCreateCommandPool(ctx->device(), &pi, nullptr, &pool), "vkCreateCommandPool");
-    timeline = ctx->new_timeline();
-  }
-  ~LaneState() {
-    vkDestroySemaphore(ctx->device(), timeline, nullptr);
-    vkDestroyCommandPool(ctx->device(), pool, nullptr);
-  }
-};
-
-void full_barrier(VkCommandBuffer cb) {
-  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  mb.srcAccessMask =
-      VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
-                     VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
-                       VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
-                       0, nullptr, 0, nullptr);
-}
-
 class VulkanQueue : public Queue {
  public:
   VulkanQueue(std::shared_ptr<Context> ctx, Backend& backend, int device)
       : ctx_(ctx),
-        lane_(std::make_shared<LaneState>(std::move(ctx))),
+        lane_(std::make_shared<Lane>(std::move(ctx))),
         backend_(backend),
         device_(device) {}
   ~VulkanQueue() override {
@@ -627,11 +576,10 @@ class VulkanQueue : public Queue {
   }
 
   void finish() override {
-    uint64_t target;
+    uint64_t target = lane_->flush();
     std::vector<std::shared_ptr<GpuEvent>> deferred;
     {
       std::lock_guard<std::mutex> lock(lane_->mu);
-      target = lane_->value;
       deferred.swap(lane_->deferred);
     }
     for (const auto& e : deferred) {
@@ -642,7 +590,8 @@ class VulkanQueue : public Queue {
     }
     VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
     wi.semaphoreCount = 1;
-    wi.pSemaphores = &lane_->timeline;
+    VkSemaphore timeline = lane_->timeline();
+    wi.pSemaphores = &timeline;
     wi.pValues = &target;
     check(vkWaitSemaphores(ctx_->device(), &wi, UINT64_MAX), "vkWaitSemaphores");
   }
@@ -667,10 +616,14 @@ class VulkanQueue : public Queue {
       if (!g || g->context() != ctx_.get() || !g->semaphore()) return false;
       ours.push_back(std::move(g));
     }
+    // Submitted work must never wait for work still held in a batch: submission order is then
+    // an order the device can run in.
+    for (const auto& g : ours)
+      if (g->semaphore() != lane_->timeline()) g->ensure_submitted();
     std::lock_guard<std::mutex> lock(lane_->mu);
     lane_->host_waits.clear();
     for (const auto& g : ours) {
-      if (g->semaphore() != lane_->timeline)  // this lane's own work is in order already
+      if (g->semaphore() != lane_->timeline())  // this lane's own work is in order already
         lane_->waits.push_back({g->semaphore(), g->value(), g->keep()});
       if (g->host_signaled()) lane_->host_waits.push_back(g);
     }
@@ -971,20 +924,19 @@ class VulkanQueue : public Queue {
 
   // Per-launch objects, released on the completion thread once the GPU is done with them.
   struct LaunchResources {
-    std::shared_ptr<LaneState> lane;
+    std::shared_ptr<Lane> lane;
     std::vector<std::unique_ptr<Allocation>> params;  // params buffers, when not pushed
     // Per dispatch (null: nothing bound); cached sets stay cached after the launch.
     std::vector<std::shared_ptr<const vulkan::DescriptorSet>> sets;
-    std::shared_ptr<Allocation> scratch;        // partials of a split reduction
-    std::vector<std::shared_ptr<void>> waited;  // lanes whose semaphores the submission waits on
-    std::vector<std::shared_ptr<void>> temps;   // pooled temporaries (a sort's keys and indices,
-                                                // a scan's totals)
-    explicit LaunchResources(std::shared_ptr<LaneState> l) : lane(std::move(l)) {}
+    std::shared_ptr<Allocation> scratch;       // partials of a split reduction
+    std::vector<std::shared_ptr<void>> temps;  // pooled temporaries (a sort's keys and indices,
+                                               // a scan's totals)
+    explicit LaunchResources(std::shared_ptr<Lane> l) : lane(std::move(l)) {}
     ~LaunchResources() {  // on the completion thread, after the GPU is done with them
       sets.clear();
       std::lock_guard<std::mutex> lock(lane->mu);
       for (auto& a : params)
-        if (a->bytes == LaneState::kParamBytes) lane->free_params.push_back(std::move(a));
+        if (a->bytes == Lane::kParamBytes) lane->free_params.push_back(std::move(a));
     }
   };
 
@@ -1216,14 +1168,14 @@ class VulkanQueue : public Queue {
     if (words.empty()) words.push_back(0);
     size_t bytes = words.size() * 8;
     std::unique_ptr<Allocation> a;
-    if (bytes <= LaneState::kParamBytes) {
+    if (bytes <= Lane::kParamBytes) {
       std::lock_guard<std::mutex> lock(lane_->mu);
       if (!lane_->free_params.empty()) {
         a = std::move(lane_->free_params.back());
         lane_->free_params.pop_back();
       }
     }
-    if (!a) a = std::make_unique<Allocation>(ctx_, std::max(bytes, size_t{LaneState::kParamBytes}));
+    if (!a) a = std::make_unique<Allocation>(ctx_, std::max(bytes, size_t{Lane::kParamBytes}));
     res.params.push_back(std::move(a));
     std::memcpy(res.params.back()->mapped, words.data(), words.size() * 8);
   }
@@ -1274,73 +1226,15 @@ class VulkanQueue : public Queue {
     return lane_->scratch;
   }
 
-  // Records one command buffer (between full barriers), submits it after the lane's previous
-  // submission and returns the Event the completion thread completes.
+  // Records the call into the lane's batch (lane.h) and returns the Event the completion
+  // thread completes once its batch has run.
   template <typename Record>
   EventPtr submit(std::shared_ptr<LaunchResources> res, Record record) {
-    std::shared_ptr<LaneState> lane = lane_;
-    std::lock_guard<std::mutex> lock(lane->mu);
-    VkCommandBuffer cb;
-    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    ai.commandPool = lane->pool;
-    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 1;
-    check(vkAllocateCommandBuffers(ctx_->device(), &ai, &cb), "vkAllocateCommandBuffers");
-    auto free_cb = [lane, cb] {
-      std::lock_guard<std::mutex> l(lane->mu);
-      vkFreeCommandBuffers(lane->ctx->device(), lane->pool, 1, &cb);
-    };
-    try {
-      VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-      bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-      check(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");
-      full_barrier(cb);
-      record(cb);
-      full_barrier(cb);
-      check(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
-      // The lane's previous value, then any producers on other lanes (enqueue_wait).
-      std::vector<VkSemaphore> sems = {lane->timeline};
-      std::vector<uint64_t> values = {lane->value};
-      for (LaneState::Wait& w : lane->waits) {
-        sems.push_back(w.sem);
-        values.push_back(w.value);
-      }
-      uint64_t signal = lane->value + 1;
-      VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
-      ti.waitSemaphoreValueCount = static_cast<uint32_t>(values.size());
-      ti.pWaitSemaphoreValues = values.data();
-      ti.signalSemaphoreValueCount = 1;
-      ti.pSignalSemaphoreValues = &signal;
-      std::vector<VkPipelineStageFlags> stages(sems.size(), VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
-      VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-      si.pNext = &ti;
-      si.waitSemaphoreCount = static_cast<uint32_t>(sems.size());
-      si.pWaitSemaphores = sems.data();
-      si.pWaitDstStageMask = stages.data();
-      si.commandBufferCount = 1;
-      si.pCommandBuffers = &cb;
-      si.signalSemaphoreCount = 1;
-      si.pSignalSemaphores = &lane->timeline;
-      ctx_->submit(si);
-      lane->value = signal;
-      for (LaneState::Wait& w : lane->waits) res->waited.push_back(std::move(w.keep));
-      lane->waits.clear();
-      lane->host_waits.clear();
-    } catch (...) {
-      vkFreeCommandBuffers(ctx_->device(), lane->pool, 1, &cb);
-      throw;
-    }
-    auto ev = std::make_shared<GpuEvent>();
-    ev->set_timeline(ctx_.get(), lane->timeline, lane->value, lane);
-    ctx_->watch(lane->timeline, lane->value, ev, [free_cb, res]() mutable {
-      free_cb();
-      res.reset();
-    });
-    return ev;
+    return lane_->record(std::move(res), record);
   }
 
   std::shared_ptr<Context> ctx_;
-  std::shared_ptr<LaneState> lane_;
+  std::shared_ptr<Lane> lane_;
   Backend& backend_;  // immortal (the registry's), for the kernels of native primitives
   int device_;
   int64_t max_groups_ = max_groups(*ctx_);
