@@ -2,12 +2,14 @@
 // flight (executor.h, InFlightInput): the results equal the reference interpreter's on opencl
 // and vulkan, for several dtypes and a size that crosses work-group boundaries, on one stream
 // (the in-order queue orders the steps), alternating two streams of one device (waits on the
-// device) and alternating a device stream with a cpu stream (waits on the host).
+// device) and alternating a device stream with a cpu stream (waits on the host); a failed step
+// fails the loop's result.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "executor/cancel.h"
 #include "kiln.h"
 #include "test_util.h"
 
@@ -72,6 +74,31 @@ TEST_P(DeviceLoop, EqualsTheReferenceOnOneStreamTwoStreamsAndWithCpu) {
     Device cpu = device("cpu");
     expect_equal(loop(f, d, {new_stream(d), Stream{0, cpu}}, steps), want, "device and cpu");
   }
+}
+
+// A step that fails (cancelled here) among steps that the device runs in batches (the calls
+// outrun lavapipe and PoCL): the error reaches the loop's result; a later loop on the same
+// stream, and one on a fresh input, are right.
+TEST_P(DeviceLoop, AFailedStepReachesTheResult) {
+  auto f = compile(step);
+  Device ref = device("reference"), d = device(GetParam());
+  Stream s = new_stream(d);
+  std::vector<Array> x = start(d);
+  auto token = std::make_shared<CancelToken>();
+  token->cancel("step 17 cancelled by the test");
+  {
+    StreamScope scope(s);
+    for (int i = 0; i < 200; ++i) {
+      if (i == 17) {
+        CancelScope cancel(token);
+        x = f(x);
+      } else {
+        x = f(x);
+      }
+    }
+  }
+  for (const Array& a : x) test::expect_error([&] { eval(a); }, {"step 17 cancelled by the test"});
+  expect_equal(loop(f, d, {s}, 200), loop(f, ref, {Stream{0, ref}}, 200), "after the failure");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DeviceLoop, testing::Values("opencl", "vulkan"));

@@ -1,9 +1,16 @@
 #include "backends/vulkan/lane.h"
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 
 namespace kiln::vulkan {
+
+namespace {
+std::atomic<int64_t> g_calls{0}, g_submissions{0};
+}  // namespace
+
+Lane::Stats Lane::stats() { return {g_calls.load(), g_submissions.load()}; }
 
 void full_barrier(VkCommandBuffer cb) {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -65,6 +72,7 @@ std::shared_ptr<GpuEvent> Lane::end_call(std::shared_ptr<void> keep) {
   ev->set_submitter(weak_from_this());
   open_->events.push_back(ev);
   open_->keep.push_back(std::move(keep));
+  g_calls.fetch_add(1, std::memory_order_relaxed);
   if (submitted_ - completed_ < kInFlight ||
       open_->events.size() >= static_cast<size_t>(kBatchCalls))
     submit_open();
@@ -122,6 +130,7 @@ void Lane::submit_open() {
     return;
   }
   submitted_ = b.value;
+  g_submissions.fetch_add(1, std::memory_order_relaxed);
   for (Wait& w : b.waits) b.keep.push_back(std::move(w.keep));
   ctx->watch(
       timeline_, b.value, std::move(b.events),

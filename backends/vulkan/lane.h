@@ -74,6 +74,12 @@ class Lane : public Submitter, public std::enable_shared_from_this<Lane> {
     return end_call(std::move(keep));
   }
 
+  // Calls recorded and batches submitted, over every lane in the process (tests, benchmarks).
+  struct Stats {
+    int64_t calls = 0, submissions = 0;
+  };
+  static Stats stats();
+
   void submit_through(uint64_t value) override;
   // Submits the open batch, if any; returns the last value given to submitted work.
   uint64_t flush();
