@@ -7,9 +7,9 @@
 // the same for every key are skipped. Values
 // are moved as their keys, a bijection of their bits, so -0 and NaN payloads survive.
 //
-// Scans: a long row is cut into one chunk per thread; chunk 0 is scanned at once, and each later
-// chunk's thread finds its carry by look-back (backends/cpu/scan_lookback.h); float32/float64
-// sums scan 16/8 lanes a vector with AVX-512, 8/4 with AVX2 (backends/cpu/scan_vectors.h).
+// Scans: a long row is cut into one chunk per thread, each scanned from its carry, the fold of
+// fixed 8192-element block totals (summed by every thread) before it; float32/float64 sums
+// scan 16/8 lanes a vector with AVX-512, 8/4 with AVX2 (backends/cpu/scan_vectors.h).
 // Gathers copy element bits; scatter_add splits the destination range between threads, each
 // reading every index in order, so each destination adds its updates in index order (the
 // reference's order: float results agree bitwise).
@@ -28,7 +28,6 @@
 #include <numeric>
 #include <vector>
 
-#include "backends/cpu/scan_lookback.h"
 #include "backends/cpu/scan_vectors.h"
 #include "backends/native.h"
 #include "graph/error.h"
@@ -376,31 +375,37 @@ struct Combine {
   }
 };
 
-// One row of a scan on raw pointers: runs and totals of ranges of its scan order (element k
-// of the row at `base`; reverse walks from the end).
-template <class Stored, class E, class C>
-struct ScanRow {
-  const Stored* in;
-  Stored* out;
-  int64_t n, st;
-  bool reverse, inclusive;
-  Combine<C> f;
-  // A contiguous forward float32/float64 sum on a vector host: runs (inclusive) and totals by
-  // the vector loops of scan_vectors.h, else element by element.
-  ScanIsa isa = ScanIsa::None;
-  bool vector_run = false, vector_total = false;
+// Long rows split into one chunk per thread, each scanned from the row's value before it (its
+// carry). The carries fold, in order, the totals of fixed blocks of this many elements, which
+// every thread sums a contiguous run of, one task per thread (the input before the last chunk
+// is then read twice: once here, once by the scan). Measured against scanning each chunk from
+// zero and then adding the carries to the later chunks (docs/performance.md): no faster at
+// 2^20 floats in cache, ~10% slower at 2^24 from memory, so the totals come first.
+constexpr int64_t kScanBlock = 8192;
 
-  int64_t at(int64_t base, int64_t k) const { return base + (reverse ? n - 1 - k : k) * st; }
-  // Scans [lo, hi) from carry, the value before lo; returns the value after hi.
-  C run(int64_t base, int64_t lo, int64_t hi, C carry) const {
-    if constexpr (std::is_same_v<Stored, C> && std::is_floating_point_v<C>) {
-      if (vector_run) return sum_scan(in + base + lo, out + base + lo, hi - lo, carry, isa);
+template <class Stored, class E, class C>
+void scan_typed(const NativeArgs& a, Combine<C> f) {
+  const Stored* in = static_cast<const Stored*>(a.buffers[0]->host_ptr());
+  Stored* out = static_cast<Stored*>(a.buffers[1]->host_ptr());
+  int64_t n = a.n, st = a.inner;
+  // Element k of the scan order of the row at base (reverse walks from the end).
+  auto at = [&](int64_t base, int64_t k) { return base + (a.reverse ? n - 1 - k : k) * st; };
+  constexpr bool kVectorType = std::is_same_v<Stored, C> && std::is_floating_point_v<C>;
+  bool contiguous_sum = f.op == ScanOp::Sum && !a.reverse && st == 1;
+  ScanIsa isa = host_scan_isa();
+  // Scans the run [lo, hi) of the scan order. A float32/float64 inclusive sum on a vector
+  // host: each output is carry + the run's local prefix (vectors of 16 or 8 lanes, else 8 or
+  // 4); otherwise the running value starts at carry and takes the elements one by one.
+  auto run = [&](int64_t base, int64_t lo, int64_t hi, C carry) {
+    if constexpr (kVectorType) {
+      if (contiguous_sum && a.inclusive && isa != ScanIsa::None)
+        return sum_scan(in + base + lo, out + base + lo, hi - lo, carry, isa);
     }
     C acc = carry;
     for (int64_t k = lo; k < hi; ++k) {
       int64_t i = at(base, k);
       C x = E::load(in[i]);
-      if (inclusive) {
+      if (a.inclusive) {
         acc = f(acc, x);
         out[i] = E::store(acc);
       } else {
@@ -409,76 +414,41 @@ struct ScanRow {
       }
     }
     return acc;
-  }
-  C total(int64_t base, int64_t lo, int64_t hi) const {
-    if constexpr (std::is_same_v<Stored, C> && std::is_floating_point_v<C>) {
-      if (vector_total) return sum_total(in + base + lo, hi - lo, isa);
+  };
+  auto total = [&](int64_t base, int64_t lo, int64_t hi) {
+    if constexpr (kVectorType) {
+      if (contiguous_sum && isa != ScanIsa::None) return sum_total(in + base + lo, hi - lo, isa);
     }
     C acc = f.identity;
     for (int64_t k = lo; k < hi; ++k) acc = f(acc, E::load(in[at(base, k)]));
     return acc;
-  }
-};
-
-// The weight of a long row's later chunks (scan_lookback.h) for rows like `row` split into
-// `chunks`: one thread's scan and total of a contiguous row of about one chunk's elements
-// (a power of two, 2^12 to 2^22), zeros, by row's code path, timed once per dtype, op, path
-// and length (key "float32/cumsum/vector/2^19").
-template <class Stored, class E, class C>
-double chunk_weight(const ScanRow<Stored, E, C>& row, const NativeArgs& a, int chunks) {
-  int bits = std::clamp(static_cast<int>(std::bit_width(static_cast<uint64_t>(row.n / chunks - 1))),
-                        12, 22);
-  std::string key = a.dtype.name() + "/" + op_name(a.scan) + "/" +
-                    (row.vector_run     ? "vector"
-                     : row.vector_total ? "vector-total"
-                     : row.inclusive    ? "inclusive"
-                                        : "exclusive") +
-                    "/2^" + std::to_string(bits);
-  struct Scratch {
-    std::vector<Stored> in, out;
-    ScanRow<Stored, E, C> row;
   };
-  return lookback_weight(key, [&] {
-    auto s = std::make_shared<Scratch>(Scratch{{}, {}, row});
-    int64_t len = int64_t(1) << bits;
-    s->in.assign(static_cast<size_t>(len), Stored{});
-    s->out.assign(static_cast<size_t>(len), Stored{});
-    s->row.in = s->in.data();
-    s->row.out = s->out.data();
-    s->row.n = len;
-    s->row.st = 1;
-    return LookbackProbe{[s] { s->row.run(0, 0, s->row.n, s->row.f.identity); },
-                         [s] { (void)s->row.total(0, 0, s->row.n); }};
-  });
-}
-
-template <class Stored, class E, class C>
-void scan_typed(const NativeArgs& a, Combine<C> f) {
-  ScanRow<Stored, E, C> row{static_cast<const Stored*>(a.buffers[0]->host_ptr()),
-                            static_cast<Stored*>(a.buffers[1]->host_ptr()),
-                            a.n,
-                            a.inner,
-                            a.reverse,
-                            a.inclusive,
-                            f};
-  if constexpr (std::is_same_v<Stored, C> && std::is_floating_point_v<C>) {
-    row.isa = host_scan_isa();
-    bool contiguous_sum = f.op == ScanOp::Sum && !a.reverse && a.inner == 1;
-    row.vector_total = contiguous_sum && row.isa != ScanIsa::None;
-    row.vector_run = row.vector_total && a.inclusive;
-  }
   for_rows(a, [&](int64_t o, int64_t q, bool parallel) {
-    int64_t base = o * a.n * a.inner + q;
+    int64_t base = o * n * st + q;
     int chunks = threads();
-    if (!parallel || a.n < kParallelRow || f.op == ScanOp::LogAddExp || chunks == 1) {
-      row.run(base, 0, a.n, f.identity);
+    if (!parallel || n < kParallelRow || f.op == ScanOp::LogAddExp || chunks == 1) {
+      run(base, 0, n, f.identity);
       return;
     }
-    scan_with_lookback<C>(
-        a.n, chunks, chunk_weight(row, a, chunks), f.identity,
-        [&](int64_t lo, int64_t hi, C carry) { return row.run(base, lo, hi, carry); },
-        [&](int64_t lo, int64_t hi) { return row.total(base, lo, hi); },
-        [&](C earlier, C later) { return f(earlier, later); });
+    // Chunk c is blocks [c * per, (c + 1) * per); the totals of the blocks before the last
+    // chunk, summed in parallel, fold into each chunk's carry.
+    int64_t per = ((n + kScanBlock - 1) / kScanBlock + chunks - 1) / chunks;
+    int64_t counted = per * (chunks - 1);
+    std::vector<C> totals(counted);
+    tbb::parallel_for(0, chunks, [&](int t) {
+      for (int64_t b = counted * t / chunks; b < counted * (t + 1) / chunks; ++b)
+        totals[b] = total(base, std::min(n, b * kScanBlock), std::min(n, (b + 1) * kScanBlock));
+    });
+    std::vector<C> carry(chunks, f.identity);
+    C acc = f.identity;
+    for (int64_t b = 0; b < counted; ++b) {
+      acc = b == 0 ? totals[0] : f(acc, totals[b]);
+      if ((b + 1) % per == 0) carry[(b + 1) / per] = acc;
+    }
+    tbb::parallel_for(0, chunks, [&](int c) {
+      int64_t lo = std::min(n, c * per * kScanBlock), hi = std::min(n, (c + 1) * per * kScanBlock);
+      if (lo < hi) run(base, lo, hi, carry[c]);
+    });
   });
 }
 

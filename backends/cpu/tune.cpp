@@ -188,33 +188,28 @@ void Tuner::load_if_needed() {
 
 std::string Tuner::choose(const std::string& key, const std::vector<std::string>& ids,
                           const std::function<std::vector<TuneCandidate>()>& make) {
-  if (const char* forced = force_env_.empty() ? nullptr : std::getenv(force_env_.c_str());
+  if (const char* forced = std::getenv(force_env_.c_str());
       forced && *forced && std::string(forced) != "auto") {
     if (std::find(ids.begin(), ids.end(), forced) != ids.end()) return forced;
     throw_error(force_env_, "=", forced, " cannot run ", key, ": its candidates are ", joined(ids),
                 " (or auto: measured)");
   }
   if (ids.size() == 1) return ids[0];
-  return result(key, ids, make).winner;
-}
-
-TuneResult Tuner::result(const std::string& key, const std::vector<std::string>& ids,
-                         const std::function<std::vector<TuneCandidate>()>& make) {
   {  // the common case: known in memory, no look at the file system
     std::shared_lock<std::shared_mutex> lock(mu_);
-    if (const TuneResult* r = find_locked(key, ids)) return *r;
+    if (const TuneResult* r = find_locked(key, ids)) return r->winner;
   }
   load_if_needed();
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
-    if (const TuneResult* r = find_locked(key, ids)) return *r;
+    if (const TuneResult* r = find_locked(key, ids)) return r->winner;
   }
   std::lock_guard<std::mutex> one_at_a_time(measuring_);
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
-    if (const TuneResult* r = find_locked(key, ids)) return *r;  // measured meanwhile
+    if (const TuneResult* r = find_locked(key, ids)) return r->winner;  // measured meanwhile
   }
-  return measure_now(key, make());
+  return measure_now(key, make()).winner;
 }
 
 TuneResult Tuner::measure(const std::string& key, const std::vector<TuneCandidate>& candidates) {

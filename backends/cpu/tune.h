@@ -6,8 +6,7 @@
 // per family and host (CPU model, library versions, Kiln's version), so a later process skips the
 // measurement; a table for another host, and entries that do not verify or name other candidates,
 // are ignored and measured again. An environment variable per family forces a candidate
-// (debugging). A family may instead read the candidates' times themselves (result()): the scans
-// split a row by the ratio of two measured rates. Thread-safe.
+// (debugging). Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -40,8 +39,7 @@ struct TuneResult {
 class Tuner {
  public:
   // `family` names the table ("matmul"); `host` is everything besides the key a result depends
-  // on; `force_env` is the variable that forces a candidate ("KILN_MATMUL"), read at every choice
-  // ("" for a family that only reads times through result(): nothing to force).
+  // on; `force_env` is the variable that forces a candidate ("KILN_MATMUL"), read at every choice.
   Tuner(std::string family, std::string host, std::string force_env);
 
   // The candidate to use for `key` among `ids`: the forced one (kiln::Error if it is not among
@@ -49,11 +47,6 @@ class Tuner {
   // One measurement runs at a time, isolated from the caller's other TBB work.
   std::string choose(const std::string& key, const std::vector<std::string>& ids,
                      const std::function<std::vector<TuneCandidate>()>& make);
-
-  // The known result for `key` among `ids` (memory, then the table on disk), else make()'s
-  // candidates measured now; the forcing variable plays no part.
-  TuneResult result(const std::string& key, const std::vector<std::string>& ids,
-                    const std::function<std::vector<TuneCandidate>()>& make);
 
   // Measures `candidates` for `key` now and records the result in memory and on disk.
   TuneResult measure(const std::string& key, const std::vector<TuneCandidate>& candidates);
