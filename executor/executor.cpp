@@ -745,6 +745,45 @@ void run_flat(std::function<void()> f) {
   }
 }
 
+// CallStates of device submissions, reused. A submission's completion runs on a driver's
+// thread: freeing the state's vectors there, while the submitting thread allocates the next
+// call's, made the two contend for the allocator's lock on every call (a device loop's steps).
+// Kept states keep their vectors' capacity; what they held is released when given back.
+class DeviceStates {
+ public:
+  std::unique_ptr<CallState> take() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!idle_.empty()) {
+        std::unique_ptr<CallState> st = std::move(idle_.back());
+        idle_.pop_back();
+        return st;
+      }
+    }
+    return std::make_unique<CallState>();
+  }
+  void give(std::unique_ptr<CallState> st) {
+    st->buffers.clear();  // the call's buffers go back to their pools now
+    st->storage.clear();
+    st->errors.clear();
+    st->cancel.reset();
+    st->positions.clear();
+    st->failed.store(false, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (idle_.size() < kKept) idle_.push_back(std::move(st));
+  }
+
+ private:
+  static constexpr size_t kKept = 64;  // enough for the calls one thread keeps in flight
+  std::mutex mu_;
+  std::vector<std::unique_ptr<CallState>> idle_;
+};
+
+DeviceStates& device_states() {
+  static Immortal<DeviceStates> s;  // completions may run on driver threads until exit
+  return s.get();
+}
+
 // An asynchronous submission: either a job on a host lane's worker, or device work enqueued on
 // one device queue whose events complete it.
 class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
@@ -791,28 +830,34 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
   // its output waits on the device for a signal it completes (an OpenCL user event). Device
   // events' callbacks complete the run, on the driver's thread.
   void enqueue_on_device(const std::vector<std::shared_ptr<Buffer>>& inputs) {
-    state_ = std::make_unique<CallState>();
+    state_ = device_states().take();
     CallState& st = *state_;
     setup_state(plan_, call_, st, inputs);
     size_t n = plan_.tasks().size();
-    started_.assign(n, 0);
-    signals_.assign(n, nullptr);
-    deps_left_ = std::make_unique<std::atomic<int>[]>(n);
-    for (size_t t = 0; t < n; ++t) deps_left_[t].store(0);
-    for (size_t t = 0; t < n; ++t)
-      for (int s : plan_.successors(static_cast<int>(t))) deps_left_[s].fetch_add(1);
     std::vector<Lane*> device_lanes;
     for (Lane* l : call_.binding->distinct)
       if (!l->inline_queue) device_lanes.push_back(l);
+    // Signals and dependency counts serve host tasks only; with one device lane and no host
+    // lane, no task waits for another lane's events (the queue is in order).
+    bool host_lanes = device_lanes.size() != call_.binding->distinct.size();
+    bool cross_lane = host_lanes || device_lanes.size() > 1;
+    if (st.profiling) started_.assign(n, 0);
+    if (host_lanes) {
+      signals_.assign(n, nullptr);
+      deps_left_ = std::make_unique<std::atomic<int>[]>(n);
+      for (size_t t = 0; t < n; ++t) deps_left_[t].store(0);
+      for (size_t t = 0; t < n; ++t)
+        for (int s : plan_.successors(static_cast<int>(t))) deps_left_[s].fetch_add(1);
+    }
     std::vector<std::pair<int, EventPtr>> events;
     std::vector<int> done_now, ready_host;
     // Per task, the device events that stand for its completion: its own, its signal, or
     // (work that completed at once, an aliased copy) its dependencies'. A task waits, on its
     // lane's queue, for those of its dependencies on other lanes; its own queue is in order.
-    std::vector<std::vector<std::pair<Lane*, EventPtr>>> frontier(n);
+    std::vector<std::vector<std::pair<Lane*, EventPtr>>> frontier(cross_lane ? n : 0);
     {
       OrderLocks locks(device_lanes);
-      order_after_producers(device_lanes, device_lanes.size() != call_.binding->distinct.size());
+      order_after_producers(device_lanes, host_lanes);
       for (int t : plan_.order()) {
         Lane* lane = st.lanes[plan_.tasks()[t].lane];
         if (lane->inline_queue) {
@@ -827,23 +872,25 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
           continue;
         }
         std::vector<EventPtr> waits;
-        for (int d : plan_.tasks()[t].deps)
-          for (const auto& [l, ev] : frontier[d])
-            if (l != lane) waits.push_back(ev);
+        if (cross_lane)
+          for (int d : plan_.tasks()[t].deps)
+            for (const auto& [l, ev] : frontier[d])
+              if (l != lane) waits.push_back(ev);
         if (!waits.empty() && !lane->queue->enqueue_wait(waits))
           record_error(st, t,
                        std::make_exception_ptr(
                            Error("executor: the queue of " + lane->stream.str() +
                                  " cannot wait for work of another lane on the device")));
-        started_[t] = st.profiling ? profile_now_ns() : 0;
+        if (st.profiling) started_[t] = profile_now_ns();
         if (EventPtr ev = start_task(st, t)) {
-          frontier[t].emplace_back(lane, ev);
+          if (cross_lane) frontier[t].emplace_back(lane, ev);
           events.emplace_back(t, std::move(ev));
         } else {
           if (st.profiling && !st.aliased_copy[t]) record_profile(st, t, started_[t]);
           done_now.push_back(t);
-          for (int d : plan_.tasks()[t].deps)
-            frontier[t].insert(frontier[t].end(), frontier[d].begin(), frontier[d].end());
+          if (cross_lane)
+            for (int d : plan_.tasks()[t].deps)
+              frontier[t].insert(frontier[t].end(), frontier[d].begin(), frontier[d].end());
         }
       }
     }
@@ -851,7 +898,7 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
       std::lock_guard<std::mutex> lock(mu_);
       for (int slot : plan_.outputs) outputs_.push_back(st.buffers[slot]);
       for (auto& e : events) events_.push_back(e.second);
-      device_lanes_ = device_lanes;
+      device_lanes_ = std::move(device_lanes);
     }
     // Completes after its producers: their errors reach the outputs reading them (`done`).
     remaining_.store(static_cast<int>(n + 1 + after_.size()));
@@ -904,14 +951,13 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
     for (const InFlightInput& in : after_) {
       auto& p = static_cast<AsyncRun&>(*in.producer);
       std::vector<EventPtr> events;
-      std::vector<Lane*> lanes;
       {
         std::lock_guard<std::mutex> lock(p.mu_);
         if (p.finished_) continue;
+        // A loop's common case, decided without copying the producer's events.
+        if (!host_lanes && p.device_lanes_ == device_lanes && device_lanes.size() == 1) continue;
         events = p.events_;
-        lanes = p.device_lanes_;
       }
-      if (!host_lanes && lanes == device_lanes && lanes.size() == 1) continue;
       bool waits = !host_lanes;
       for (Lane* l : device_lanes)
         waits = waits && l->queue->waits_on_device() && l->queue->enqueue_wait(events);
@@ -950,7 +996,7 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
 
   void run_host(int t) {
     CallState& st = *state_;
-    started_[t] = st.profiling ? profile_now_ns() : 0;
+    if (st.profiling) started_[t] = profile_now_ns();
     EventPtr ev = start_task(st, t);  // fails at once when a dependency failed
     auto finish = [self = shared_from_this(), t](std::exception_ptr e) {
       CallState& s = *self->state_;
@@ -974,7 +1020,7 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
         for (int d : plan_.tasks()[t].deps)
           if (st.errors[d]) st.errors[t] = st.errors[d];
     RunResult r = collect(plan_, st);
-    state_.reset();  // the call's buffers go back to their pools now
+    device_states().give(std::move(state_));  // the call's buffers go back to their pools now
     complete(std::move(r));
   }
 
@@ -1011,10 +1057,10 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
   Call call_;
   RunDone done_;
   std::unique_ptr<CallState> state_;               // device path
-  std::vector<int64_t> started_;                   // device path: per task, when it was enqueued
+  std::vector<int64_t> started_;                   // device path, profiling: per task, enqueued
   std::atomic<int> remaining_{0};                  // device path: tasks not complete, plus one
-  std::unique_ptr<std::atomic<int>[]> deps_left_;  // device path: per task, deps not done
-  std::vector<std::shared_ptr<Signal>> signals_;   // device path: per host task feeding a device
+  std::unique_ptr<std::atomic<int>[]> deps_left_;  // device path, host lanes: deps not done
+  std::vector<std::shared_ptr<Signal>> signals_;   // device path, host lanes: per host task
   LaneWorker* worker_ = nullptr;                   // host path
   std::vector<InFlightInput> after_;               // device path: producers of inputs
   std::vector<std::shared_ptr<Buffer>> outputs_;   // device path: per plan output, until complete
