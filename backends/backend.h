@@ -124,6 +124,10 @@ class Queue {
   virtual std::shared_ptr<Signal> create_signal() { return nullptr; }
   // True when enqueue_* complete the work before returning (host backends).
   virtual bool runs_inline() const = 0;
+  // How many device-only submissions a caller may keep in flight on this queue before its next
+  // one waits for the oldest (a driver whose per-command cost grows with its backlog); 0: no
+  // bound. Read by the executor at each submission.
+  virtual size_t calls_ahead() const { return 0; }
 };
 
 class Backend {

@@ -1174,6 +1174,7 @@ std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const v
       run->abandon();
       throw;
     }
+    if (b.distinct.size() == 1) b.distinct[0]->bound_ahead(run);
   }
   return run;
 }

@@ -55,6 +55,27 @@ void Lane::async_finished() {
   if (--outstanding_ == 0) async_cv_.notify_all();
 }
 
+// The oldest of the bound depends only on work enqueued before it, all of it already
+// submitted (a mixed plan starts its host tasks before its call returns), so waiting for it
+// cannot wait on this caller. Held weakly: a completed run nobody holds is not kept alive here.
+void Lane::bound_ahead(const std::shared_ptr<Pending>& run) {
+  size_t limit = queue ? queue->calls_ahead() : 0;
+  if (limit == 0) return;
+  std::shared_ptr<Pending> oldest;
+  {
+    std::lock_guard<std::mutex> lock(ahead_mu_);
+    ahead_.push_back(run);
+    if (ahead_.size() <= limit) return;
+    oldest = ahead_.front().lock();
+    ahead_.pop_front();
+  }
+  if (!oldest) return;  // completed and released
+  try {
+    oldest->wait();
+  } catch (...) {  // its error reaches its own outputs, not this call
+  }
+}
+
 bool Lane::quiet() {
   std::lock_guard<std::mutex> lock(async_mu_);
   return outstanding_ == 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 
@@ -11,6 +12,7 @@
 #include "executor/lane_worker.h"
 #include "executor/plan.h"
 #include "graph/device.h"
+#include "graph/pending.h"
 
 namespace kiln {
 
@@ -29,12 +31,17 @@ struct Lane {
   void async_finished();
   void wait_async();  // until none is outstanding (helping the worker run its queue)
   bool quiet();       // none is outstanding now
+  // Called after a device-only submission on this lane: once more than queue->calls_ahead() of
+  // them are in flight, waits for the oldest (whose errors stay with its own outputs).
+  void bound_ahead(const std::shared_ptr<Pending>& run);
 
  private:
   std::mutex async_mu_;
   std::condition_variable async_cv_;
   int outstanding_ = 0;
   std::unique_ptr<LaneWorker> worker_;
+  std::mutex ahead_mu_;
+  std::deque<std::weak_ptr<Pending>> ahead_;  // device-only submissions, oldest first
 };
 
 // The lane of a stream, created on first use (raises kiln::Error for an unusable device).
