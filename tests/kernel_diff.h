@@ -211,6 +211,21 @@ inline Kernel elementwise(const std::vector<Dtype>& ins, std::function<Value(std
   return k;
 }
 
+// A 1-D float32 kernel over n points: out[i] = in[i] + 1, buffers {in, out}.
+inline Kernel plus_one(int64_t n) {
+  Kernel k;
+  k.name = "plus_one";
+  k.domain = {Dim::constant(n)};
+  int x = load(k, float32, map_of({1}));
+  Value c;
+  c.kind = ValueKind::Constant, c.dtype = float32, c.constant.f = 1.0;
+  int one = add(k, c);
+  Value v;
+  v.kind = ValueKind::Binary, v.binary = BinaryOp::Add, v.dtype = float32, v.a = x, v.b = one;
+  store(k, float32, map_of({1}), add(k, v));
+  return k;
+}
+
 // A 1-D kernel: out[i] = op(in[i]), in and out of dtype d.
 inline Kernel unary_kernel(Dtype d, UnaryOp op, int64_t n) {
   return elementwise(

@@ -630,21 +630,6 @@ TEST_F(Vulkan, LanesRunConcurrently) {
   EXPECT_EQ(failures[1], "");
 }
 
-// x + 1 over n float32s, in place of another buffer: out[i] = in[i] + 1.
-Kernel plus_one(int64_t n) {
-  Kernel k;
-  k.name = "plus_one";
-  k.domain = {Dim::constant(n)};
-  int x = load(k, float32, map_of({1}));
-  Value c;
-  c.kind = ValueKind::Constant, c.dtype = float32, c.constant.f = 1.0;
-  int one = add(k, c);
-  Value v;
-  v.kind = ValueKind::Binary, v.binary = BinaryOp::Add, v.dtype = float32, v.a = x, v.b = one;
-  store(k, float32, map_of({1}), add(k, v));
-  return k;
-}
-
 // Two lanes ordered on the device (Queue::enqueue_wait: the consumer's submission waits on the
 // producer lane's timeline value), no host wait in between: a ping-pong a -> b on lane 1,
 // b -> a on lane 2, each step waiting for the other lane's last one (read after write, and

@@ -34,7 +34,7 @@ class VulkanBatches : public ::testing::Test {
     for (int64_t i = 0; i < kN; ++i) init[i] = static_cast<float>(i % 100);
     a_ = be().allocate(0, kN * 4), b_ = be().allocate(0, kN * 4);
     a_->write(init.data(), 0, kN * 4);
-    kernel_ = be().compile(0, plus_one());
+    kernel_ = be().compile(0, plus_one(kN));
     q1_ = be().create_queue(0), q2_ = be().create_queue(0);
   }
   // The queues finish their work as they go: after the gate has opened, whatever failed.
@@ -48,21 +48,6 @@ class VulkanBatches : public ::testing::Test {
 
   static constexpr int64_t kN = 4099;  // not a multiple of any workgroup size
   static Backend& be() { return backend_for(device("vulkan")); }
-
-  // out[i] = in[i] + 1 with buffers {in, out}.
-  static Kernel plus_one() {
-    Kernel k;
-    k.name = "batch_plus_one";
-    k.domain = {Dim::constant(kN)};
-    int x = load(k, float32, map_of({1}));
-    Value c;
-    c.kind = ValueKind::Constant, c.dtype = float32, c.constant.f = 1.0;
-    Value v;
-    v.kind = ValueKind::Binary, v.binary = BinaryOp::Add, v.dtype = float32, v.a = x;
-    v.b = add(k, c);
-    store(k, float32, map_of({1}), add(k, v));
-    return k;
-  }
 
   // Step i of the ping-pong a -> b -> a on `q`.
   EventPtr step(Queue& q, int i) {
