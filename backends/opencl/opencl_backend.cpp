@@ -149,6 +149,14 @@ struct ClKernel : CompiledKernel {
   }
 };
 
+// On a CPU device a map's work-group is one work-item walking one contiguous run (codegen), and
+// a group costs PoCL a hand-off to one of its threads: runs of at least this many elements.
+// With 256 items a group, each a run of n / 2048 (the launch before), a 1,000-float map gave
+// each item one element, in the scalar tail of its loop: ~3 us of the kernel where the run
+// takes ~0.1 us. Runs of 1,024 to 16,384 measured the same from 1,000 to 2^20 floats; 256 was
+// slower at 1,000 (four groups handed off for 1 us of work) (docs/performance.md).
+constexpr int64_t kCpuRun = 4096;
+
 std::unique_ptr<Entry> make_entry(const ClDevice& dev, cl_program p, const char* name) {
   auto e = std::make_unique<Entry>();
   cl_int err = CL_SUCCESS;
@@ -292,10 +300,12 @@ class ClQueue : public Queue {
     std::vector<std::shared_ptr<void>> keep;
     cl_event ev = nullptr;
     if (!k.ir.reduce) {
-      // On a CPU device each item loops over a contiguous run (codegen): a few groups per
-      // compute unit balance the threads; on GPUs the launch covers the domain.
-      size_t cap = dev_.cpu ? dev_.compute_units * 4 : SIZE_MAX / k.map->local;
-      ev = l.run(*k.map, groups_for(nout, k.map->local, cap), {}, false);
+      // On GPUs the launch covers the domain. On a CPU device each group is one contiguous
+      // run: a few per compute unit balance the threads, and a small domain gets fewer, each
+      // at least kCpuRun elements.
+      ev = dev_.cpu
+               ? l.run(*k.map, groups_for(nout, kCpuRun, dev_.compute_units * 4), {}, false)
+               : l.run(*k.map, groups_for(nout, k.map->local, SIZE_MAX / k.map->local), {}, false);
     } else if (k.gen.split && nred >= static_cast<int64_t>(32 * k.part->local)) {
       ev = split(k, l, nred, keep);
     } else if (k.rows && nout >= static_cast<int64_t>(4 * dev_.compute_units * k.rows->local)) {
@@ -537,6 +547,7 @@ class OpenClBackend : public Backend {
       }
     } else {
       ck->map = make_entry(dev, p.program, "kiln_map");
+      if (dev.cpu) ck->map->local = 1;  // each work-group one contiguous run (kCpuRun)
     }
     ck->ir = k;
     ck->check = LaunchCheck(k);

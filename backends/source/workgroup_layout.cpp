@@ -108,8 +108,8 @@ class Layout {
   // one contiguous run of the domain, a loop the driver's compiler vectorises with contiguous
   // vector loads and stores (one element per item made PoCL's gelu ~4x slower: its work-item
   // loop vectorised, but with the per-item bounds check and index arithmetic in the way). The
-  // host launches a few groups per compute unit. The run goes in segments along the last axis:
-  // the outer coordinates are computed once per segment and the last one counts up, where a
+  // host launches a few one-item groups per compute unit. The run goes in segments along the last
+  // axis: the outer coordinates are computed once per segment and the last one counts up, where a
   // division and remainder per element per axis made a broadcast (x - max(x) of a row softmax)
   // 15x slower than gelu on PoCL.
   void emit_map_run() {
