@@ -125,9 +125,11 @@ class Queue {
   // True when enqueue_* complete the work before returning (host backends).
   virtual bool runs_inline() const = 0;
   // How many device-only submissions a caller may keep in flight on this queue before its next
-  // one waits for the oldest (a driver whose per-command cost grows with its backlog); 0: no
-  // bound. Read by the executor at each submission.
+  // one waits for the oldest (a driver whose per-command cost grows with its backlog), and how
+  // many bytes of their outputs (a loop whose outputs in flight outgrow the device's cache reads
+  // and writes every step in memory); 0: no bound. Read by the executor at each submission.
   virtual size_t calls_ahead() const { return 0; }
+  virtual size_t bytes_ahead() const { return 0; }
 };
 
 class Backend {

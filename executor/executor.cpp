@@ -915,6 +915,15 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
   // Inputs still in flight on earlier submissions (execute_async's `after`).
   void set_after(std::vector<InFlightInput> after) { after_ = std::move(after); }
 
+  // The bytes of its outputs' buffers (0 once complete).
+  size_t output_bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t sum = 0;
+    for (const auto& b : outputs_)
+      if (b) sum += b->bytes();
+    return sum;
+  }
+
   // Output i's buffer while the device work writing it is in flight; null once complete.
   std::shared_ptr<Buffer> output_buffer(size_t i) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1174,7 +1183,7 @@ std::shared_ptr<Pending> execute_async(const Plan& plan, std::shared_ptr<const v
       run->abandon();
       throw;
     }
-    if (b.distinct.size() == 1) b.distinct[0]->bound_ahead(run);
+    if (b.distinct.size() == 1) b.distinct[0]->bound_ahead(run, run->output_bytes());
   }
   return run;
 }

@@ -58,21 +58,27 @@ void Lane::async_finished() {
 // The oldest of the bound depends only on work enqueued before it, all of it already
 // submitted (a mixed plan starts its host tasks before its call returns), so waiting for it
 // cannot wait on this caller. Held weakly: a completed run nobody holds is not kept alive here.
-void Lane::bound_ahead(const std::shared_ptr<Pending>& run) {
-  size_t limit = queue ? queue->calls_ahead() : 0;
-  if (limit == 0) return;
-  std::shared_ptr<Pending> oldest;
-  {
-    std::lock_guard<std::mutex> lock(ahead_mu_);
-    ahead_.push_back(run);
-    if (ahead_.size() <= limit) return;
-    oldest = ahead_.front().lock();
+void Lane::bound_ahead(const std::shared_ptr<Pending>& run, size_t bytes) {
+  size_t calls = queue ? queue->calls_ahead() : 0, most = queue ? queue->bytes_ahead() : 0;
+  if (calls == 0 && most == 0) return;
+  auto over = [&] {
+    return (calls > 0 && ahead_.size() > calls) ||
+           (most > 0 && ahead_bytes_ > most && ahead_.size() > 1);
+  };
+  std::unique_lock<std::mutex> lock(ahead_mu_);
+  ahead_.push_back({run, bytes});
+  ahead_bytes_ += bytes;
+  while (over()) {
+    std::shared_ptr<Pending> oldest = ahead_.front().run.lock();
+    ahead_bytes_ -= ahead_.front().bytes;
     ahead_.pop_front();
-  }
-  if (!oldest) return;  // completed and released
-  try {
-    oldest->wait();
-  } catch (...) {  // its error reaches its own outputs, not this call
+    if (!oldest) continue;  // completed and released
+    lock.unlock();
+    try {
+      oldest->wait();
+    } catch (...) {  // its error reaches its own outputs, not this call
+    }
+    lock.lock();
   }
 }
 

@@ -31,9 +31,11 @@ struct Lane {
   void async_finished();
   void wait_async();  // until none is outstanding (helping the worker run its queue)
   bool quiet();       // none is outstanding now
-  // Called after a device-only submission on this lane: once more than queue->calls_ahead() of
-  // them are in flight, waits for the oldest (whose errors stay with its own outputs).
-  void bound_ahead(const std::shared_ptr<Pending>& run);
+  // Called after a device-only submission on this lane, `bytes` the size of its outputs: while
+  // more than queue->calls_ahead() of them are in flight, or their outputs exceed
+  // queue->bytes_ahead() (more than one call), waits for the oldest (whose errors stay with its
+  // own outputs).
+  void bound_ahead(const std::shared_ptr<Pending>& run, size_t bytes);
 
  private:
   std::mutex async_mu_;
@@ -41,7 +43,12 @@ struct Lane {
   int outstanding_ = 0;
   std::unique_ptr<LaneWorker> worker_;
   std::mutex ahead_mu_;
-  std::deque<std::weak_ptr<Pending>> ahead_;  // device-only submissions, oldest first
+  struct Ahead {
+    std::weak_ptr<Pending> run;
+    size_t bytes = 0;
+  };
+  std::deque<Ahead> ahead_;  // device-only submissions, oldest first
+  size_t ahead_bytes_ = 0;   // their outputs' bytes
 };
 
 // The lane of a stream, created on first use (raises kiln::Error for an unusable device).

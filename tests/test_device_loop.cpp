@@ -3,13 +3,15 @@
 // and vulkan, for several dtypes and a size that crosses work-group boundaries, on one stream
 // (the in-order queue orders the steps), alternating two streams of one device (waits on the
 // device) and alternating a device stream with a cpu stream (waits on the host); a failed step
-// fails the loop's result.
+// fails the loop's result. How many calls a lane keeps in flight (Lane::bound_ahead) is checked
+// on a queue of its own.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "executor/cancel.h"
+#include "executor/lanes.h"
 #include "kiln.h"
 #include "test_util.h"
 
@@ -105,6 +107,78 @@ TEST_P(DeviceLoop, AFailedStepReachesTheResult) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DeviceLoop, testing::Values("opencl", "vulkan"));
+
+// A queue that only states its bounds; the lane never enqueues on it here.
+class BoundedQueue : public Queue {
+ public:
+  BoundedQueue(size_t calls, size_t bytes) : calls_(calls), bytes_(bytes) {}
+  EventPtr enqueue_kernel(const CompiledKernel&, const KernelArgs&) override { return unused(); }
+  EventPtr enqueue_copy(Buffer&, Buffer&, size_t) override { return unused(); }
+  EventPtr enqueue_matmul(const MatmulArgs&) override { return unused(); }
+  void finish() override {}
+  bool runs_inline() const override { return false; }
+  size_t calls_ahead() const override { return calls_; }
+  size_t bytes_ahead() const override { return bytes_; }
+
+ private:
+  static EventPtr unused() { throw Error("BoundedQueue runs nothing"); }
+  size_t calls_, bytes_;
+};
+
+// A submission in flight until the lane waits for it.
+struct Call : Pending {
+  bool waited = false;
+  void wait() override { waited = true; }
+};
+
+std::vector<std::shared_ptr<Call>> calls(int n) {
+  std::vector<std::shared_ptr<Call>> c;
+  for (int i = 0; i < n; ++i) c.push_back(std::make_shared<Call>());
+  return c;
+}
+
+std::vector<bool> waited(const std::vector<std::shared_ptr<Call>>& c) {
+  std::vector<bool> w;
+  for (const auto& call : c) w.push_back(call->waited);
+  return w;
+}
+
+TEST(LaneBound, WaitsForTheOldestOnceTheOutputsInFlightExceedTheBytes) {
+  Lane lane;
+  lane.queue = std::make_unique<BoundedQueue>(0, 100);
+  auto c = calls(5);
+  lane.bound_ahead(c[0], 40);
+  lane.bound_ahead(c[1], 40);  // 80 bytes in flight: within the bound
+  EXPECT_EQ(waited(c), (std::vector<bool>{false, false, false, false, false}));
+  lane.bound_ahead(c[2], 40);  // 120: the oldest is waited for, 80 left
+  EXPECT_EQ(waited(c), (std::vector<bool>{true, false, false, false, false}));
+  lane.bound_ahead(c[3], 500);  // larger than the bound alone: every older call, not itself
+  EXPECT_EQ(waited(c), (std::vector<bool>{true, true, true, false, false}));
+  lane.bound_ahead(c[4], 0);  // 500 in flight with two calls: c[3] is waited for
+  EXPECT_EQ(waited(c), (std::vector<bool>{true, true, true, true, false}));
+}
+
+TEST(LaneBound, CountsCallsAndBytesTogetherAndSkipsCompletedCalls) {
+  Lane lane;
+  lane.queue = std::make_unique<BoundedQueue>(2, 1000);
+  auto c = calls(4);
+  lane.bound_ahead(c[0], 10);
+  lane.bound_ahead(c[1], 10);
+  lane.bound_ahead(c[2], 10);  // three calls: over the count, within the bytes
+  EXPECT_EQ(waited(c), (std::vector<bool>{true, false, false, false}));
+  c[1].reset();  // completed and released: nothing to wait for
+  lane.bound_ahead(c[3], 10);
+  EXPECT_FALSE(c[2]->waited);
+  EXPECT_FALSE(c[3]->waited);
+}
+
+TEST(LaneBound, NoBoundWaitsForNothing) {
+  Lane lane;
+  lane.queue = std::make_unique<BoundedQueue>(0, 0);
+  auto c = calls(100);
+  for (const auto& call : c) lane.bound_ahead(call, size_t{1} << 40);
+  for (const auto& call : c) EXPECT_FALSE(call->waited);
+}
 
 }  // namespace
 }  // namespace kiln

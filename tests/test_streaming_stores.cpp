@@ -16,6 +16,7 @@
 
 #include "backends/cpu/jit.h"
 #include "backends/cpu/streaming_stores.h"
+#include "backends/host_cache.h"
 #include "backends/kernel_text.h"
 #include "graph/text_reader.h"
 #include "kernel_diff.h"
@@ -149,7 +150,7 @@ TEST(StreamingStores, UnprovableRowStartsStayOrdinary) {
 // once, or forced by KILN_ROW_STORES).
 TEST(StreamingStores, LineIsTheLastLevelCacheAndTheHostDecides) {
   if (!x86_host()) GTEST_SKIP() << "streaming stores are x86 only";
-  int64_t llc = cpu::last_level_cache_bytes();
+  int64_t llc = last_level_cache_bytes();
   EXPECT_EQ(cpu::streaming_min_bytes(), llc > 0 ? llc : -1);
   Kernel k = row_kernel(row_ops()[0].second, float32, 4, 1024);  // 16 KiB of output
   {

@@ -21,11 +21,6 @@ namespace kiln::cpu {
 // (AVX-512) the cpu backend's loops use.
 constexpr int64_t kStreamAlign = 64;
 
-// The host's last-level cache in bytes: the highest-level data or unified cache sysfs lists
-// for cpu0, else what glibc's sysconf reports (from cpuid on x86); 0 when neither says. Read
-// once.
-int64_t last_level_cache_bytes();
-
 // The output bytes a kernel must exceed for its stores to stream: KILN_NONTEMPORAL_BYTES when
 // set (read at each compile; tests and measurements use it), else last_level_cache_bytes();
 // -1 (never) when the cache size is unknown.

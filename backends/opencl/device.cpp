@@ -60,6 +60,7 @@ void describe(ClDevice& d) {
   d.compute_units = device_value<cl_uint>(d.id, CL_DEVICE_MAX_COMPUTE_UNITS);
   d.memory = device_value<cl_ulong>(d.id, CL_DEVICE_GLOBAL_MEM_SIZE);
   d.max_alloc = device_value<cl_ulong>(d.id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+  d.cache = device_value<cl_ulong>(d.id, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE);
   d.max_work_group = device_value<size_t>(d.id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
   std::string exts = device_string(d.id, CL_DEVICE_EXTENSIONS);
   const char* hide = std::getenv("KILN_OPENCL_HIDE_FP64");

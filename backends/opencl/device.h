@@ -24,7 +24,7 @@ struct ClDevice {
   cl_device_id id = nullptr;
   std::string name, vendor, driver, version, platform_name, platform_version;
   cl_uint compute_units = 1;
-  cl_ulong memory = 0, max_alloc = 0;
+  cl_ulong memory = 0, max_alloc = 0, cache = 0;  // cache: CL_DEVICE_GLOBAL_MEM_CACHE_SIZE
   size_t max_work_group = 1;
   bool fp64 = false, int64 = false, correct_divide_sqrt = false, cpu = false;
   bool available = false;

@@ -8,8 +8,10 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 
+#include "backends/host_cache.h"
 #include "backends/launch_check.h"
 #include "backends/native.h"
 #include "backends/native_kernels.h"
@@ -29,6 +31,7 @@
 #include "backends/vulkan/scatter_shader.h"
 #include "backends/vulkan/sort_shader.h"
 #include "backends/vulkan/vk_context.h"
+#include "graph/env.h"
 #include "graph/error.h"
 #include "graph/immortal.h"
 
@@ -403,6 +406,21 @@ const ScanPipeline& scan_pipeline(const std::shared_ptr<Context>& ctx, Dtype d, 
   return *p;
 }
 
+// A loop x = f(x) keeps its calls' outputs alive while they are in flight; once those outgrow
+// the cache every step reads and writes memory (lavapipe: f on 2^20 floats took 1.1-1.7 ms a
+// step with up to 128 calls in flight against a 0.6 ms round trip; docs/performance.md). On a
+// device that is the host's own cores the outputs in flight stay within a quarter of its
+// last-level cache, as on opencl. A GPU's cache size is not queried here: no bound.
+size_t bytes_ahead_limit(const vulkan::PhysicalInfo& info) {
+  static const std::optional<uint64_t> n =
+      env_count("KILN_VULKAN_BYTES_AHEAD",
+                "the bytes of outputs a caller may keep in flight on a vulkan stream before "
+                "waiting for the oldest call (0: no bound; unset: a quarter of the host's "
+                "last-level cache on a CPU device, else none)");
+  if (n) return static_cast<size_t>(*n);
+  return info.cpu ? static_cast<size_t>(last_level_cache_bytes() / 4) : 0;
+}
+
 class VulkanQueue : public Queue {
  public:
   VulkanQueue(std::shared_ptr<Context> ctx, Backend& backend, int device)
@@ -597,6 +615,7 @@ class VulkanQueue : public Queue {
   }
 
   bool runs_inline() const override { return false; }
+  size_t bytes_ahead() const override { return bytes_ahead_; }
 
   // Device-side waits need host writes into device buffers to be plain stores: a staged
   // device (memory the host cannot map) transfers through this same queue, which would then
@@ -1235,6 +1254,7 @@ class VulkanQueue : public Queue {
 
   std::shared_ptr<Context> ctx_;
   std::shared_ptr<Lane> lane_;
+  size_t bytes_ahead_ = bytes_ahead_limit(ctx_->info());
   Backend& backend_;  // immortal (the registry's), for the kernels of native primitives
   int device_;
   int64_t max_groups_ = max_groups(*ctx_);
