@@ -8,7 +8,8 @@
 // are moved as their keys, a bijection of their bits, so -0 and NaN payloads survive.
 //
 // Scans: a long row is cut into one chunk per thread, each scanned from its carry, the fold of
-// fixed 8192-element block totals (summed by every thread) before it; float32/float64 sums
+// fixed 8192-element block totals (summed by every thread) before it; with two threads the
+// second sums only part of the first's chunk while the first scans it; float32/float64 sums
 // scan 16/8 lanes a vector with AVX-512, 8/4 with AVX2 (backends/cpu/scan_vectors.h).
 // Gathers copy element bits; scatter_add splits the destination range between threads, each
 // reading every index in order, so each destination adds its updates in index order (the
@@ -20,12 +21,16 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "backends/cpu/scan_vectors.h"
@@ -38,6 +43,18 @@ namespace kiln::cpu {
 namespace {
 
 int threads() { return std::max(1, tbb::this_task_arena::max_concurrency()); }
+
+// Spins until `done()` holds: for waits of a few microseconds on work another running thread
+// is doing. Yields the core after the first thousand checks, should that thread be preempted.
+template <class F>
+void wait_until(F done) {
+  for (int i = 0; !done(); ++i) {
+    if (i < 1000)
+      _mm_pause();
+    else
+      std::this_thread::yield();
+  }
+}
 
 // Rows of at least this many elements are split across threads.
 constexpr int64_t kParallelRow = int64_t(1) << 15;
@@ -423,6 +440,31 @@ void scan_typed(const NativeArgs& a, Combine<C> f) {
     for (int64_t k = lo; k < hi; ++k) acc = f(acc, E::load(in[at(base, k)]));
     return acc;
   };
+  // Two threads (a common small host): the first scans [0, h) at once, publishing its running
+  // value at m on the way; the second sums [m, h) meanwhile, then scans [h, n) from that value
+  // and its sum. No totals pass before the scan and no barrier. h = 3n/5 and m = n/5 end both
+  // threads together where a total runs ~2.4x a scan's rate per element and the second thread
+  // starts a few microseconds late (measured on a Zen 5 host, docs/performance.md); a ratio of
+  // 2 would end the second ~5% later. They are fixed fractions of the row, so the result does
+  // not depend on timing. Each side is claimed by a running task, so the second never waits for
+  // a task that has not started.
+  auto scan_in_two = [&](int64_t base) {
+    int64_t h = n * 3 / 5 / 64 * 64, m = n / 5 / 64 * 64;
+    std::atomic<int> sides{0};
+    std::atomic<bool> published{false};
+    C head = f.identity;
+    tbb::parallel_for(0, 2, [&](int) {
+      if (sides.fetch_add(1, std::memory_order_relaxed) == 0) {
+        head = run(base, 0, m, f.identity);
+        published.store(true, std::memory_order_release);
+        run(base, m, h, head);
+      } else {
+        C tail = total(base, m, h);
+        wait_until([&] { return published.load(std::memory_order_acquire); });
+        run(base, h, n, f(head, tail));
+      }
+    });
+  };
   for_rows(a, [&](int64_t o, int64_t q, bool parallel) {
     int64_t base = o * n * st + q;
     int chunks = threads();
@@ -430,6 +472,7 @@ void scan_typed(const NativeArgs& a, Combine<C> f) {
       run(base, 0, n, f.identity);
       return;
     }
+    if (chunks == 2) return scan_in_two(base);
     // Chunk c is blocks [c * per, (c + 1) * per); the totals of the blocks before the last
     // chunk, summed in parallel, fold into each chunk's carry.
     int64_t per = ((n + kScanBlock - 1) / kScanBlock + chunks - 1) / chunks;
