@@ -1,7 +1,8 @@
 // Calls coalesced into batches on a vulkan lane (backends/vulkan/lane.h): a lone call is
 // submitted at once; calls behind two in-flight submissions share one submission; a wait on a
 // held call's event submits its batch, as does a device-side wait on it from another lane; a
-// call that waits for other work starts a new batch; and everything runs in order. A shut
+// call that waits for other work starts a new batch; everything runs in order; and a batch that
+// cannot be submitted fails its own calls and leaves the queue usable. A shut
 // "gate" (a timeline value only the test signals) keeps the first submission from running, so
 // what is held does not depend on timing.
 #include <gtest/gtest.h>
@@ -178,6 +179,37 @@ TEST_F(VulkanBatches, FinishSubmitsAndWaitsForHeldCalls) {
   open_gate();
   ASSERT_EQ(finished.wait_for(std::chrono::seconds(30)), std::future_status::ready);
   expect_a_after(10);
+}
+
+// vkQueueSubmit failing for a held batch (a test hook makes it): its calls fail with the error
+// (delivered in submission order, after the calls before them), the calls before it complete,
+// and the lane's timeline does not wait for the value the batch would have signalled, so the
+// next calls on the same queue run.
+TEST_F(VulkanBatches, ABatchThatCannotBeSubmittedFailsItsCallsAndTheQueueGoesOn) {
+  Queue* q = q1_.get();
+  Stats s0 = vulkan::Lane::stats();
+  std::vector<EventPtr> evs = gated_steps(*q, 12);  // two submitted, ten held
+  ASSERT_EQ(since(s0).submissions, 2);
+  vulkan::fail_nth_submission(1);
+  open_gate();  // the held batch is submitted when the work before it completes, or waited for
+  try {
+    evs[5]->wait();
+    ADD_FAILURE() << "a call of a batch that was never submitted completed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("vkQueueSubmit"), std::string::npos) << e.what();
+  }
+  vulkan::fail_nth_submission(0);
+  for (int i = 2; i < 12; ++i) EXPECT_THROW(evs[i]->wait(), Error) << "held call " << i;
+  evs[0]->wait();
+  evs[1]->wait();
+  EXPECT_EQ(since(s0).submissions, 2) << "the failed batch counted as submitted";
+  EventPtr more = step(*q, 2), more2 = step(*q, 3);
+  auto done = std::async(std::launch::async, [more2] { more2->wait(); });
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "a call after the failed batch waits for the value it never signalled";
+  done.get();
+  q->finish();
+  expect_a_after(4);  // steps 0 and 1, then 2 and 3 again: the failed ten never ran
 }
 
 }  // namespace

@@ -362,7 +362,17 @@ VkSemaphore Context::new_timeline() {
   return s;
 }
 
+namespace {
+std::atomic<int64_t> g_submissions_to_failure{0};
+}  // namespace
+
+void fail_nth_submission(int64_t n) { g_submissions_to_failure.store(n); }
+
 void Context::submit(const VkSubmitInfo& info, VkFence fence) {
+  int64_t left = g_submissions_to_failure.load(std::memory_order_relaxed);
+  while (left > 0 && !g_submissions_to_failure.compare_exchange_weak(left, left - 1)) {
+  }
+  if (left == 1) check(VK_ERROR_OUT_OF_DEVICE_MEMORY, "vkQueueSubmit (failed by a test hook)");
   std::lock_guard<std::mutex> lock(queue_mu_);
   check(vkQueueSubmit(queue_, 1, &info, fence), "vkQueueSubmit");
 }

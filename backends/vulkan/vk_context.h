@@ -195,4 +195,8 @@ std::shared_ptr<Context> context(int index);
 // Raises kiln::Error naming the call when r is not VK_SUCCESS.
 void check(VkResult r, const char* what);
 
+// Test hook: the n-th submission from now, to any queue of any device, fails as a vkQueueSubmit
+// that returned VK_ERROR_OUT_OF_DEVICE_MEMORY (nothing is submitted); 0 cancels.
+void fail_nth_submission(int64_t n);
+
 }  // namespace kiln::vulkan
