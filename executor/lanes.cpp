@@ -58,12 +58,14 @@ void Lane::async_finished() {
 // The oldest of the bound depends only on work enqueued before it, all of it already
 // submitted (a mixed plan starts its host tasks before its call returns), so waiting for it
 // cannot wait on this caller. Held weakly: a completed run nobody holds is not kept alive here.
+// The bytes leave two calls in flight however large: the device then has the next call queued
+// while it runs one (arrays past any cache lose nothing to the bound).
 void Lane::bound_ahead(const std::shared_ptr<Pending>& run, size_t bytes) {
   size_t calls = queue ? queue->calls_ahead() : 0, most = queue ? queue->bytes_ahead() : 0;
   if (calls == 0 && most == 0) return;
   auto over = [&] {
     return (calls > 0 && ahead_.size() > calls) ||
-           (most > 0 && ahead_bytes_ > most && ahead_.size() > 1);
+           (most > 0 && ahead_bytes_ > most && ahead_.size() > 2);
   };
   std::unique_lock<std::mutex> lock(ahead_mu_);
   ahead_.push_back({run, bytes});

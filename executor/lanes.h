@@ -33,7 +33,7 @@ struct Lane {
   bool quiet();       // none is outstanding now
   // Called after a device-only submission on this lane, `bytes` the size of its outputs: while
   // more than queue->calls_ahead() of them are in flight, or their outputs exceed
-  // queue->bytes_ahead() (more than one call), waits for the oldest (whose errors stay with its
+  // queue->bytes_ahead() (more than two calls), waits for the oldest (whose errors stay with its
   // own outputs).
   void bound_ahead(const std::shared_ptr<Pending>& run, size_t bytes);
 

@@ -152,10 +152,10 @@ TEST(LaneBound, WaitsForTheOldestOnceTheOutputsInFlightExceedTheBytes) {
   EXPECT_EQ(waited(c), (std::vector<bool>{false, false, false, false, false}));
   lane.bound_ahead(c[2], 40);  // 120: the oldest is waited for, 80 left
   EXPECT_EQ(waited(c), (std::vector<bool>{true, false, false, false, false}));
-  lane.bound_ahead(c[3], 500);  // larger than the bound alone: every older call, not itself
+  lane.bound_ahead(c[3], 500);  // larger than the bound alone: two calls stay in flight
+  EXPECT_EQ(waited(c), (std::vector<bool>{true, true, false, false, false}));
+  lane.bound_ahead(c[4], 0);  // 540 in flight in three calls: the oldest goes
   EXPECT_EQ(waited(c), (std::vector<bool>{true, true, true, false, false}));
-  lane.bound_ahead(c[4], 0);  // 500 in flight with two calls: c[3] is waited for
-  EXPECT_EQ(waited(c), (std::vector<bool>{true, true, true, true, false}));
 }
 
 TEST(LaneBound, CountsCallsAndBytesTogetherAndSkipsCompletedCalls) {
