@@ -161,6 +161,8 @@ class Planner {
     // A round either plans every group or stores at least one more node, so there are at most
     // as many rounds as nodes (in practice one; a second for an over-full kernel).
     for (;;) {
+      while (pin_stored_gather_inputs()) {
+      }
       choose_epilogues();
       std::vector<const ArrayNode*> more;
       std::vector<FusionGroup> groups = plan_groups(more);
@@ -182,6 +184,21 @@ class Planner {
   // is stored by its library call, as it always is with fusion off.
   bool inline_gather(const ArrayNode& n) const {
     return n.op == Op::Gather && opts_.inline_gathers && !outputs_.count(&n);
+  }
+
+  // A gather that is stored after all (a consumer on another lane or a library call pins it, or
+  // a kernel cannot read it inline) runs as its library call, which reads its inputs stored:
+  // pins them (the indices of take over 2-D ids are a reshape of them, otherwise computed
+  // inside the kernels that read the gather). Whether it pinned anything new.
+  bool pin_stored_gather_inputs() {
+    bool more = false;
+    for (const Array& a : order_) {
+      const ArrayNode& n = *a.node();
+      if (n.op != Op::Gather || !pinned_.count(&n)) continue;
+      for (const Array& in : n.inputs)
+        if (!leaf(*in.node()) && pinned_.insert(in.node().get()).second) more = true;
+    }
+    return more;
   }
 
   // Fusion off: every primitive is stored and is its own kernel (eager evaluation), but for a

@@ -230,6 +230,23 @@ TEST(GatherFusion, CompiledEmbeddingScaleShiftAndReductionsMatchEager) {
   expect_scale_shift_and_sums_match(float32, 200, {"reference", "cpu", "opencl", "vulkan"});
 }
 
+// take over ids of any rank (an embedding of [batch, seq] tokens): the gather reads its ids
+// through a reshape of them. Compiling it once failed every backend with "internal: lowering
+// reads reshape ... before anything produced it" (the gather stored, its reshaped ids not).
+TEST(GatherFusion, CompiledTakeOfIdsOfAnyRankMatchesEager) {
+  Array w = values(float32, {50, 6}, 300), s = values(float32, {6}, 301),
+        b = values(float32, {6}, 302);
+  for (const Shape& shape : {Shape{4, 7}, Shape{2, 3, 5}}) {
+    SCOPED_TRACE(to_string(shape));
+    Array i = ids(shape, 50, 303);
+    Fn fn = [](const std::vector<Array>& x) {
+      Array e = take(x[0], x[1], 0);
+      return std::vector<Array>{e * x[2] + x[3], sum(take(x[0], x[1], 0), -1), e};
+    };
+    expect_compiled_matches_eager(fn, {w, i, s, b}, tolerance(float32), "take of N-D ids");
+  }
+}
+
 // A sweep: make test runs a sample of the (device, dtype) cases, make test-long every one.
 // Hand-built Gather kernels (constant and runtime dims) against the reference interpreter, then
 // compiled take chains and reductions against eager evaluation.
