@@ -49,22 +49,37 @@ View View::slice_input(const std::vector<int64_t>& start, const std::vector<int6
   return r;
 }
 
+// Each input axis of extent > 1 takes the next output axes whose extents multiply to its own
+// (unit axes aside): one axis of the same extent, or several it was split into, whose row-major
+// combination is its coordinate. An output axis holding parts of two input axes (a merge) has
+// no such combination.
 bool View::reshape_input(const Shape& in, const Shape& out, View& result) const {
-  std::vector<size_t> in_axes, out_axes;
-  for (size_t j = 0; j < in.size(); ++j)
-    if (in[j] != 1) in_axes.push_back(j);
-  for (size_t j = 0; j < out.size(); ++j)
-    if (out[j] != 1) out_axes.push_back(j);
-  if (in_axes.size() != out_axes.size()) return false;
-  for (size_t i = 0; i < in_axes.size(); ++i)
-    if (in[in_axes[i]] != out[out_axes[i]]) return false;
+  if (in == out) {
+    result = *this;
+    return true;
+  }
+  for (int64_t e : in)
+    if (e == 0) return false;  // an empty array: nothing is read, and no split to find
   result.domain = domain;
   result.coeff.assign(in.size(), std::vector<int64_t>(domain_size(), 0));
   result.offset.assign(in.size(), 0);
-  for (size_t i = 0; i < in_axes.size(); ++i) {
-    result.coeff[in_axes[i]] = coeff[out_axes[i]];
-    result.offset[in_axes[i]] = offset[out_axes[i]];
+  size_t o = 0;
+  for (size_t j = 0; j < in.size(); ++j) {
+    if (in[j] == 1) continue;  // coordinate 0
+    std::vector<size_t> parts;
+    int64_t extent = 1;
+    for (; o < out.size() && extent < in[j]; ++o)
+      if (out[o] != 1) parts.push_back(o), extent *= out[o];
+    if (extent != in[j]) return false;
+    int64_t stride = 1;  // of each part in the input axis, the last part's first
+    for (size_t p = parts.size(); p-- > 0;) {
+      for (size_t k = 0; k < domain_size(); ++k) result.coeff[j][k] += stride * coeff[parts[p]][k];
+      result.offset[j] += stride * offset[parts[p]];
+      stride *= out[parts[p]];
+    }
   }
+  for (; o < out.size(); ++o)
+    if (out[o] != 1) return false;
   return true;
 }
 

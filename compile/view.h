@@ -1,6 +1,7 @@
 // An affine view: how a node's coordinates follow from a kernel's domain point. Coordinate j of
 // the node is offset[j] + sum_k coeff[j][k] * point[k]. Broadcasts, transposes, slices and
-// unit-axis reshapes compose into views, so fused kernels read inputs through one index map.
+// reshapes that split axes compose into views, so fused kernels read inputs through one index
+// map.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,8 @@ struct View {
   View broadcast_input(const Shape& in, const Shape& out) const;
   View transpose_input(const std::vector<int>& perm) const;
   View slice_input(const std::vector<int64_t>& start, const std::vector<int64_t>& step) const;
-  // For a reshape that only adds or removes extent-1 axes; false for any other reshape.
+  // For a reshape that adds or removes extent-1 axes or splits axes into several (row-major);
+  // false for one that merges axes (their coordinate would need a division).
   bool reshape_input(const Shape& in, const Shape& out, View& result) const;
   // The element index map into a buffer of `shape` stored with row-major strides `strides`.
   IndexMap buffer_map(const std::vector<int64_t>& strides) const;

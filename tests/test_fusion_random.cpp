@@ -8,6 +8,7 @@
 
 #include "compile/graph_walk.h"
 #include "compile/kernel_emit.h"
+#include "compile/view.h"
 #include "graph/trace_state.h"
 #include "test_util.h"
 
@@ -361,3 +362,24 @@ void run_opencl_shard(int shard) {
 TEST(FusionRandom, CompiledOnOpenclMatchesReference) { run_opencl_shard(0); }
 TEST(FusionRandom, CompiledOnOpenclMatchesReferenceShard2) { run_opencl_shard(1); }
 TEST(FusionRandom, CompiledOnOpenclMatchesReferenceShard3) { run_opencl_shard(2); }
+
+// A reshape reads its input through the reader's view when it adds or drops unit axes or splits
+// axes (row-major): input coordinate = the parts' coordinates combined by their extents. One
+// that merges axes is not a view (its kernel reads the input stored, row-major).
+TEST(FusionViews, ReshapesThatSplitAxesComposeIntoViews) {
+  View v = View::identity(4);  // a kernel over the output [2, 3, 1, 4]
+  v.offset = {1, 0, 0, 2};     // read at an offset, as a slice would
+  View in;
+  ASSERT_TRUE(v.reshape_input({6, 4}, {2, 3, 1, 4}, in));  // [6, 4] split into [2, 3], [4]
+  EXPECT_EQ(in.coeff, (std::vector<std::vector<int64_t>>{{3, 1, 0, 0}, {0, 0, 0, 1}}));
+  EXPECT_EQ(in.offset, (std::vector<int64_t>{3, 2}));
+  ASSERT_TRUE(v.reshape_input({1, 24}, {2, 3, 1, 4}, in));  // everything from one axis
+  EXPECT_EQ(in.coeff[1], (std::vector<int64_t>{12, 4, 0, 1}));
+  EXPECT_EQ(in.offset, (std::vector<int64_t>{0, 14}));
+  ASSERT_TRUE(v.reshape_input({2, 3, 4}, {2, 3, 1, 4}, in));  // a unit axis added
+  EXPECT_EQ(in.coeff[2], (std::vector<int64_t>{0, 0, 0, 1}));
+  View w = View::identity(2);  // over [6, 4]
+  EXPECT_FALSE(w.reshape_input({2, 3, 4}, {6, 4}, in)) << "a merge of [2, 3] is not affine";
+  EXPECT_FALSE(w.reshape_input({4, 6}, {6, 4}, in)) << "[4, 6] -> [6, 4] splits across axes";
+  EXPECT_FALSE(w.reshape_input({0, 24}, {0, 4}, in)) << "an empty array composes only unchanged";
+}

@@ -355,6 +355,13 @@ TEST(GatherFusion, PlansReadGathersInsideTheirConsumersKernels) {
   c = plan_of(bag, in);
   EXPECT_EQ(c.natives, 0);
   EXPECT_EQ(c.kernels, 1);
+  // Ids of any rank (an embedding of [batch, seq] tokens): the gather's [32, 16] rows split
+  // into [4, 8, 16] is a view, its ids' merge [4, 8] -> [32] a row-major read of them.
+  std::vector<std::pair<Shape, Dtype>> in2 = {
+      {{100, 16}, float32}, {{4, 8}, int64}, {{16}, float32}, {{16}, float32}};
+  c = plan_of(embed, in2);
+  EXPECT_EQ(c.natives, 0) << "2-D ids";
+  EXPECT_EQ(c.kernels, 1) << "2-D ids";
   // A gather that is an output, or that a matmul reads, is stored by its library call.
   Fn output = [](const std::vector<Array>& x) {
     Array g = take(x[0], x[1], 0);
