@@ -383,3 +383,29 @@ TEST(FusionViews, ReshapesThatSplitAxesComposeIntoViews) {
   EXPECT_FALSE(w.reshape_input({4, 6}, {6, 4}, in)) << "[4, 6] -> [6, 4] splits across axes";
   EXPECT_FALSE(w.reshape_input({0, 24}, {0, 4}, in)) << "an empty array composes only unchanged";
 }
+
+// Split views under shapeless compile: the split's inner extent, a coefficient of the view,
+// follows each call's shape (a plan per shape, kernels shared), on every backend.
+TEST(FusionViews, ShapelessSplitsFollowEachShape) {
+  auto fn = [](const std::vector<Array>& x) {
+    Array z = reshape(x[0] * 2.0f, {2, -1});
+    Array t = transpose(reshape(x[0] + 1.0f, {-1, 2}), {1, 0});
+    return std::vector<Array>{sum(z, 0) + 1.0f, t * 3.0f};
+  };
+  for (const char* dev : {"reference", "cpu", "opencl", "vulkan"}) {
+    if (!test::backend_available(dev)) continue;
+    SCOPED_TRACE(dev);
+    StreamScope scope(device(dev));
+    CompiledFunction f = compile(fn, {.shapeless = true});
+    for (int64_t n : {6, 10, 14, 4, 1000}) {
+      std::vector<float> v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i * 7 % 13);
+      std::vector<Array> in = {array(v, {n})};
+      std::vector<Array> got = f(in), want = fn(in);
+      for (size_t k = 0; k < got.size(); ++k) {
+        ASSERT_EQ(got[k].shape(), want[k].shape()) << "n " << n << " output " << k;
+        EXPECT_EQ(got[k].to_vector<float>(), want[k].to_vector<float>()) << "n " << n;
+      }
+    }
+  }
+}
