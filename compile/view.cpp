@@ -49,17 +49,11 @@ View View::slice_input(const std::vector<int64_t>& start, const std::vector<int6
   return r;
 }
 
-// Each input axis of extent > 1 takes the next output axes whose extents multiply to its own
-// (unit axes aside): one axis of the same extent, or several it was split into, whose row-major
-// combination is its coordinate. An output axis holding parts of two input axes (a merge) has
-// no such combination.
+// Each input axis of extent other than 1 takes the next output axes (unit axes aside) whose
+// extents multiply to its own: one axis of the same extent, or several it was split into, whose
+// row-major combination is its coordinate. An output axis holding parts of two input axes (a
+// merge) has no such combination.
 bool View::reshape_input(const Shape& in, const Shape& out, View& result) const {
-  if (in == out) {
-    result = *this;
-    return true;
-  }
-  for (int64_t e : in)
-    if (e == 0) return false;  // an empty array: nothing is read, and no split to find
   result.domain = domain;
   result.coeff.assign(in.size(), std::vector<int64_t>(domain_size(), 0));
   result.offset.assign(in.size(), 0);
@@ -68,7 +62,7 @@ bool View::reshape_input(const Shape& in, const Shape& out, View& result) const 
     if (in[j] == 1) continue;  // coordinate 0
     std::vector<size_t> parts;
     int64_t extent = 1;
-    for (; o < out.size() && extent < in[j]; ++o)
+    for (; o < out.size() && (parts.empty() || extent < in[j]); ++o)
       if (out[o] != 1) parts.push_back(o), extent *= out[o];
     if (extent != in[j]) return false;
     int64_t stride = 1;  // of each part in the input axis, the last part's first

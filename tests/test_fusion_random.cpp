@@ -381,7 +381,10 @@ TEST(FusionViews, ReshapesThatSplitAxesComposeIntoViews) {
   View w = View::identity(2);  // over [6, 4]
   EXPECT_FALSE(w.reshape_input({2, 3, 4}, {6, 4}, in)) << "a merge of [2, 3] is not affine";
   EXPECT_FALSE(w.reshape_input({4, 6}, {6, 4}, in)) << "[4, 6] -> [6, 4] splits across axes";
-  EXPECT_FALSE(w.reshape_input({0, 24}, {0, 4}, in)) << "an empty array composes only unchanged";
+  EXPECT_FALSE(w.reshape_input({0, 24}, {0, 4}, in)) << "[0, 24] -> [0, 4] merges";
+  View e = View::identity(3);  // over [0, 1, 4]: an empty array, a unit axis added
+  ASSERT_TRUE(e.reshape_input({0, 4}, {0, 1, 4}, in));
+  EXPECT_EQ(in.coeff, (std::vector<std::vector<int64_t>>{{1, 0, 0}, {0, 0, 1}}));
 }
 
 // Split views under shapeless compile: the split's inner extent, a coefficient of the view,
