@@ -225,10 +225,14 @@ class Emitter {
     int load_gathered(size_t i, int axis, int index) override {
       const ArrayNode& table = *n_.inputs[i].node();
       if (!e_.is_buffer(table)) e_.unplanned(table, "unstored under a gather");
-      // The table's other coordinates are the node's; the gathered one comes from the index.
+      // The table's other coordinates are the node's; the gathered one comes from the index,
+      // in place of the node's axes that index it (one, or as many as shared indices have).
+      size_t index_axes = n_.shape.size() + 1 - table.shape.size();
       View rows = v_;
-      rows.coeff[axis].assign(rows.domain_size(), 0);
-      rows.offset[axis] = 0;
+      rows.coeff.erase(rows.coeff.begin() + axis, rows.coeff.begin() + axis + index_axes);
+      rows.offset.erase(rows.offset.begin() + axis, rows.offset.begin() + axis + index_axes);
+      rows.coeff.insert(rows.coeff.begin() + axis, std::vector<int64_t>(rows.domain_size(), 0));
+      rows.offset.insert(rows.offset.begin() + axis, 0);
       std::vector<int64_t> strides = contiguous_strides(table.shape);
       int b = e_.load_buffer(table, rows.buffer_map(strides));
       Value& g = e_.k_.body[b];

@@ -373,9 +373,15 @@ class Lowering {
     a.reverse = node.params.reverse;
     a.inclusive = node.params.inclusive;
     if (node.op == Op::Gather || node.op == Op::ScatterAdd) {
-      const Array& idx = node.inputs[1];
-      a.m = node.op == Op::Gather ? node.shape[ax] : node.inputs[2].shape()[ax];
-      a.shared_index = idx.ndim() == 1;
+      // A gather's shared indices may have any rank: the library call takes them flat.
+      size_t index_rank = node.inputs[1].shape().size();
+      if (node.op == Op::Gather) {
+        a.shared_index = gather_shares_indices(in.size(), index_rank, node.shape.size());
+        a.m = a.shared_index ? shape_size(node.inputs[1].shape()) : node.shape[ax];
+      } else {
+        a.shared_index = index_rank == 1;
+        a.m = node.inputs[2].shape()[ax];
+      }
     }
     return a;
   }

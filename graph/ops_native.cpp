@@ -98,14 +98,15 @@ Array take(const Array& a, const Array& indices, int axis, StreamOrDevice s) {
   int ax = normalize_axis(axis, a.ndim(), "take");
   Array i = index_array(indices, "take", s);
   check_extent(a.shape()[ax], i.size(), "take");
-  Array flat = i.ndim() == 1 ? i : reshape(i, {i.size()}, s);
-  Shape gathered = a.shape();
-  gathered[ax] = i.size();
-  Array g = make(gathered, a.dtype(), Op::Gather, along(ax), {a, flat}, s);
+  // The indices' axes replace the gathered one; the gather takes them as they are, whatever
+  // their rank, so no reshape with a fixed shape is recorded (a shapeless compile replays the
+  // graph with new shapes). A 0-d index is one of extent 1, squeezed away: the library call
+  // reads its indices from a buffer, and a 0-d array travels as a launch value.
+  if (i.ndim() == 0) return squeeze(take(a, expand_dims(i, 0, s), ax, s), {ax}, s);
   Shape out(a.shape().begin(), a.shape().begin() + ax);
-  out.insert(out.end(), indices.shape().begin(), indices.shape().end());
+  out.insert(out.end(), i.shape().begin(), i.shape().end());
   out.insert(out.end(), a.shape().begin() + ax + 1, a.shape().end());
-  return out == gathered ? g : reshape(g, out, s);
+  return make(out, a.dtype(), Op::Gather, along(ax), {a, i}, s);
 }
 
 Array take_along_axis(const Array& a, const Array& indices, int axis, StreamOrDevice s) {

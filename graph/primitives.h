@@ -89,8 +89,9 @@ enum class Op : uint8_t {
   Sort,        // inputs[0] sorted along the axis (stable, NaN last; params.descending)
   Argsort,     // int64 positions that sort inputs[0] along the axis (same order as Sort)
   Scan,        // params.scan running along the axis (params.reverse, params.inclusive)
-  Gather,      // out[.., j, ..] = in0[.., idx, ..], idx = inputs[1][j] (1-D, shared by every
-               // row) or inputs[1][.., j, ..] (the output's shape); indices as take's rule
+  Gather,      // out[.., j.., ..] = in0[.., idx, ..], idx = inputs[1][j..] (shared by every
+               // row, any rank: their axes replace the gathered one) or inputs[1][.., j, ..]
+               // (the output's shape); gather_shares_indices tells which; indices as take's rule
   ScatterAdd,  // inputs[0] with inputs[2] added at the positions inputs[1] names (as Gather's)
   // Collectives (distributed/): library calls too, run by the group's communication lane in the
   // plan's order, never fused or folded. params.group names the group (distributed/group.h),
@@ -142,6 +143,14 @@ const char* op_name(RandomDist dist);  // "uniform", "normal", "bits"
 const char* op_name(ScanOp op);
 // Name of a node for profiles and text: "exp", "add", "sum", "reshape".
 std::string primitive_name(Op op, const Params& p);
+
+// Whether a Gather's indices are shared by every row (take) rather than one per output element
+// (take_along_axis), from the ranks of its table, indices and output: shared ones replace the
+// gathered axis with theirs, so only 1-D shared indices keep the table's rank, and per-row
+// ones always have it.
+inline bool gather_shares_indices(size_t table_rank, size_t index_rank, size_t out_rank) {
+  return index_rank == 1 || out_rank != table_rank;
+}
 
 bool is_comparison(BinaryOp op);
 bool is_logical(BinaryOp op);

@@ -298,6 +298,72 @@ TEST(GatherFusion, ShapelessCompileServesNewShapes) {
   EXPECT_EQ(f.cache_size(), 1u);  // one trace served every shape
 }
 
+// take's indices keep their shape in the graph (the gather takes any rank), so a shapeless
+// compile follows each call's ids: an embedding of [batch, seq] tokens whose batch and length
+// change between calls. Once it reshaped them and raised on the second shape.
+TEST(GatherFusion, ShapelessTakeFollowsIdsOfAnyRankAndShape) {
+  Fn fn = [](const std::vector<Array>& x) {
+    Array e = take(x[0], x[1], 0);
+    return std::vector<Array>{e * x[2] + x[3], sum(e, -1), take(x[0], x[1], 1) * 2.0f};
+  };
+  CompiledFunction f = compile(fn, CompileOptions{.shapeless = true});
+  uint64_t seed = 500;
+  auto check = [&](const Shape& ids_shape, int64_t rows) {
+    SCOPED_TRACE("ids " + to_string(ids_shape) + ", table " + std::to_string(rows) + " x 6");
+    Array w = values(float32, {rows, 6}, seed++), i = ids(ids_shape, 6, seed++);
+    Array s = values(float32, {6}, seed++), b = values(float32, {6}, seed++);
+    std::vector<Array> want;
+    {
+      StreamScope scope(device("reference"));
+      want = fn({w, i, s, b});
+    }
+    for (const char* dev : {"reference", "cpu", "opencl", "vulkan"}) {
+      if (!test::backend_available(dev)) continue;
+      StreamScope scope(device(dev));
+      std::vector<Array> got = f({w, i, s, b});
+      for (size_t k = 0; k < got.size(); ++k)
+        expect_close(got[k], want[k], tolerance(float32),
+                     std::string(dev) + " output " + std::to_string(k));
+    }
+  };
+  for (auto [ids_shape, rows] :
+       {std::pair<Shape, int64_t>{{2, 3}, 8}, {{4, 7}, 8}, {{1, 1}, 30}, {{5, 2}, 6}})
+    check(ids_shape, rows);
+  EXPECT_EQ(f.cache_size(), 1u);  // one trace served every [batch, seq]
+  check({}, 7);                   // 0-d ids drop the axis
+  check({3, 2, 5}, 9);
+  EXPECT_EQ(f.cache_size(), 3u);  // a trace per rank
+}
+
+// vmap over ids of any rank, mapped (each row its own ids: per-row indices over the flattened
+// ids, split after) or not (shared as they are), against a loop over the rows.
+TEST(GatherFusion, VmapOfTakeOverIdsOfAnyRankMatchesALoop) {
+  Array w = values(float32, {5, 7}, 600);
+  Fn one = [](const std::vector<Array>& x) { return std::vector<Array>{take(x[0], x[1], 1)}; };
+  for (const Shape& row_ids : {Shape{}, Shape{4}, Shape{2, 4}, Shape{2, 1, 3}}) {
+    SCOPED_TRACE("ids per row " + to_string(row_ids));
+    Shape batched = row_ids;
+    batched.insert(batched.begin(), 3);
+    Array i = ids(batched, 7, 601), table = values(float32, {3, 5, 7}, 602);
+    for (bool table_mapped : {false, true}) {
+      std::vector<Array> got = vmap(one, {table_mapped ? 0 : -1, 0})({table_mapped ? table : w, i});
+      std::vector<Array> rows;
+      for (int64_t r = 0; r < 3; ++r) {
+        Array t = table_mapped ? take(table, array<int64_t>({r}, {}), 0) : w;
+        rows.push_back(one({t, take(i, array<int64_t>({r}, {}), 0)})[0]);
+      }
+      expect_close(got[0], stack(rows, 0), 0, table_mapped ? "table mapped" : "table shared");
+    }
+  }
+  // Ids not mapped stay shared: the table's rows each take the same [2, 4] ids.
+  Array i = ids({2, 4}, 7, 603), table = values(float32, {3, 5, 7}, 604);
+  std::vector<Array> got = vmap(one, {0, -1})({table, i});
+  std::vector<Array> rows;
+  for (int64_t r = 0; r < 3; ++r)
+    rows.push_back(one({take(table, array<int64_t>({r}, {}), 0), i})[0]);
+  expect_close(got[0], stack(rows, 0), 0, "ids unmapped");
+}
+
 TEST(GatherFusion, GradThroughAFusedGatherMatchesEager) {
   Array w = values(float32, {9, 4}, 400), s = values(float32, {4}, 401);
   Array i = array<int64_t>({3, -1, 3, 20, 0, -30}, {6}, device("reference"));

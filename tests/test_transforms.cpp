@@ -138,6 +138,12 @@ std::vector<Case> cases() {
          return take(x[0], array({3, 0, 3, -2}, {2, 2}), 1);
        },
        {s}},
+      {"take 0-d", [](V x) { return take(x[0], array<int64_t>({-2}, {}), 1); }, {s}},
+      {"take 3-d",
+       [](V x) {
+         return take(x[0], array({3, 0, 3, -2, 1, 1}, {1, 3, 2}), 1);
+       },
+       {s}},
       {"take_along_axis",
        [](V x) {
          return take_along_axis(x[0], array({1, 0, 3}, {3, 1}), 1);

@@ -14,34 +14,37 @@ Shape same_shape(const ArrayNode& n, const std::vector<Array>& in) {
   return in[0].shape();
 }
 
-// a's shape with the indices' extent at the axis (1-D indices: their length).
+// Shared indices (take): a's shape with their axes in place of the gathered one. Per-row ones
+// (take_along_axis): their own shape, which must still match a's but at the axis.
 Shape gather_shape(const ArrayNode& n, const std::vector<Array>& in) {
   int ax = n.params.axes.at(0);
   if (ax >= in[0].ndim()) rule::baked(n, "works along an axis the input lacks");
-  const Shape& idx = in[1].shape();
-  if (idx.size() == 1) {
-    Shape s = in[0].shape();
-    s[ax] = idx[0];
+  const Shape &t = in[0].shape(), &idx = in[1].shape();
+  if (gather_shares_indices(t.size(), idx.size(), n.shape.size())) {
+    Shape s(t.begin(), t.begin() + ax);
+    s.insert(s.end(), idx.begin(), idx.end());
+    s.insert(s.end(), t.begin() + ax + 1, t.end());
     return s;
   }
-  Shape s = in[0].shape();
+  Shape s = t;
   s[ax] = idx[ax];
   if (idx != s) rule::baked(n, "has indices whose shape no longer matches the input's");
   return s;
 }
 
 // A gather fused into the kernel reading it (compile/fusion_plan.cpp decides when) reads its
-// indices at the node's element: shared 1-D indices by the gathered coordinate alone, per-row
-// ones (the node's shape) at the same view. The table is read through load_gathered instead.
+// indices at the node's element: shared indices by the coordinates of their own axes alone,
+// per-row ones (the node's shape) at the same view. The table is read through load_gathered.
 std::optional<View> gather_view(const ArrayNode& n, size_t i, const View& v) {
   if (i != 1) return std::nullopt;
-  if (n.inputs[1].ndim() != 1) return v;
-  int ax = n.params.axes.at(0);
-  View row;
-  row.domain = v.domain;
-  row.coeff = {v.coeff[ax]};
-  row.offset = {v.offset[ax]};
-  return row;
+  const Array& idx = n.inputs[1];
+  if (!gather_shares_indices(n.inputs[0].ndim(), idx.ndim(), n.shape.size())) return v;
+  int ax = n.params.axes.at(0), k = idx.ndim();
+  View own;
+  own.domain = v.domain;
+  own.coeff.assign(v.coeff.begin() + ax, v.coeff.begin() + ax + k);
+  own.offset.assign(v.offset.begin() + ax, v.offset.begin() + ax + k);
+  return own;
 }
 
 int gather_emit(EmitContext& cx, const ArrayNode& n) {

@@ -170,24 +170,35 @@ MaybeArray scan_jvp(const ArrayNode& n, const Array& out, const std::vector<Mayb
 
 // ---- gathers and scatters
 
-// The node's indices as full-shape (`shape`) indices with a leading mapped axis of `size`.
-Array full_indices(const ArrayNode& n, const Batched& idx, const Shape& shape, int64_t size) {
-  int ax = axis_of(n);
+// Whether the Gather node's indices are shared by every row (take), of any rank.
+bool shares_indices(const ArrayNode& n) {
+  return gather_shares_indices(n.inputs[0].ndim(), n.inputs[1].ndim(), n.shape.size());
+}
+
+// Indices as full-shape (`shape`) ones with a leading mapped axis of `size`; `shared` ones are
+// 1-D and name the coordinate along `ax`.
+Array full_indices(int ax, bool shared, const Batched& idx, const Shape& shape, int64_t size) {
   Shape out = rule::prepend(size, shape);
-  const Array& i = idx.value;
-  bool shared = n.inputs[1].ndim() == 1 && shape.size() != 1;
-  if (!shared) return broadcast_to(rule::materialize(idx, size), out);
+  if (!shared || shape.size() == 1) return broadcast_to(rule::materialize(idx, size), out);
   Shape s(out.size(), 1);
   s[ax + 1] = shape[ax];
   if (idx.mapped) s[0] = size;
-  return broadcast_to(reshape(i, s), out);
+  return broadcast_to(reshape(idx.value, s), out);
 }
 
+// The transpose of a gather scatters the cotangent back; shared indices of two or more axes
+// are flattened first, and so are the cotangent's axes they index.
 std::vector<MaybeArray> gather_vjp(const ArrayNode& n, const Array&, const Array& ct) {
   if (!differentiable(n.dtype)) return {std::nullopt, std::nullopt};
   const Array& a = n.inputs[0];
+  Array idx = n.inputs[1], c = ct;
+  if (shares_indices(n) && idx.ndim() != 1) {
+    int ax = axis_of(n), k = idx.ndim();
+    c = flatten(ct, ax, ax + k - 1);
+    idx = flatten(idx, 0, -1);
+  }
   Array z = zeros(a.shape(), a.dtype());
-  return {native(n, Op::ScatterAdd, a.shape(), a.dtype(), {z, n.inputs[1], ct}), std::nullopt};
+  return {native(n, Op::ScatterAdd, a.shape(), a.dtype(), {z, idx, c}), std::nullopt};
 }
 
 MaybeArray gather_jvp(const ArrayNode& n, const Array&, const std::vector<MaybeArray>& t) {
@@ -195,12 +206,26 @@ MaybeArray gather_jvp(const ArrayNode& n, const Array&, const std::vector<MaybeA
   return native(n, Op::Gather, n.shape, n.dtype, {*t[0], n.inputs[1]});
 }
 
+// Shared indices not mapped stay shared (the axis moves one further in). Mapped ones differ per
+// row: they become per-row indices over their flattened axes, split again after the gather.
 Batched gather_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t size) {
   Params p = n.params;
   p.axes[0] += 1;
+  int ax = axis_of(n);
   Array a = rule::materialize(in[0], size);
-  Array idx = full_indices(n, in[1], n.shape, size);
-  return {rule::remake(n, rule::prepend(size, n.shape), {a, idx}, p), true};
+  Shape out = rule::prepend(size, n.shape);
+  if (!shares_indices(n))
+    return {rule::remake(n, out, {a, full_indices(ax, false, in[1], n.shape, size)}, p), true};
+  if (!in[1].mapped) return {rule::remake(n, out, {a, in[1].value}, p), true};
+  int k = n.inputs[1].ndim();
+  int64_t m = shape_size(n.inputs[1].shape());
+  Shape merged(n.shape.begin(), n.shape.begin() + ax);
+  merged.push_back(m);
+  merged.insert(merged.end(), n.shape.begin() + ax + k, n.shape.end());
+  Batched flat{reshape(in[1].value, {size, m}), true};
+  Array idx = full_indices(ax, true, flat, merged, size);
+  Array g = rule::remake(n, rule::prepend(size, merged), {a, idx}, p);
+  return {k == 1 ? g : reshape(g, out), true};
 }
 
 std::vector<MaybeArray> scatter_vjp(const ArrayNode& n, const Array&, const Array& ct) {
@@ -221,7 +246,7 @@ Batched scatter_vmap(const ArrayNode& n, const std::vector<Batched>& in, int64_t
   p.axes[0] += 1;
   Array a = rule::materialize(in[0], size);
   Array u = rule::materialize(in[2], size);
-  Array idx = full_indices(n, in[1], n.inputs[2].shape(), size);
+  Array idx = full_indices(axis_of(n), n.inputs[1].ndim() == 1, in[1], n.inputs[2].shape(), size);
   return {rule::remake(n, rule::prepend(size, n.shape), {a, idx, u}, p), true};
 }
 
