@@ -6,8 +6,10 @@
 // cores) and the round trip (a call, then waiting for its result). A loop that binds each step's
 // in-flight output to the next call costs about a submission per step in its calls, and the
 // device's throughput to its end; one that waits for every result costs a round trip. Goal: loop
-// <= 1.5x the submission.
-//   build/benchmarks/bench_device_loop [steps]
+// <= 1.5x the submission. Lavapipe hands every dispatch to its worker threads and waits for them
+// (tens of us a dispatch on 2 cores), so its vulkan line is run again in a second process with
+// LP_NUM_THREADS=0, where lavapipe runs each dispatch on its queue thread (one core for all).
+//   build/benchmarks/bench_device_loop [steps [backend]]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -83,16 +85,19 @@ Costs round(const CompiledFunction& f, Device d, int steps) {
 
 int main(int argc, char** argv) {
   int steps = argc > 1 ? std::atoi(argv[1]) : 5000;
+  std::vector<std::string> names = {"opencl", "vulkan"};
+  if (argc > 2) names = {argv[2]};
   auto f =
       compile([](const std::vector<Array>& in) { return std::vector<Array>{in[0] * 0.5f + 1.0f}; });
-  std::printf("x = f(x), f(x) = x * 0.5 + 1 on 1,000 float32, %d steps; median of 5 rounds\n",
-              steps);
-  for (const char* name : {"opencl", "vulkan"}) {
+  if (argc <= 2)
+    std::printf("x = f(x), f(x) = x * 0.5 + 1 on 1,000 float32, %d steps; median of 5 rounds\n",
+                steps);
+  for (const std::string& name : names) {
     Device d;
     try {
       d = device(name);
     } catch (const Error& e) {
-      std::printf("%s: not available (%s)\n", name, e.what());
+      std::printf("%s: not available (%s)\n", name.c_str(), e.what());
       continue;
     }
     StreamScope scope(new_stream(d));
@@ -112,5 +117,12 @@ int main(int argc, char** argv) {
         "the submitted work until complete, %.2fx the round trip\n",
         d.str().c_str(), s, dr, t, lc, l, l / s, l / dr, l / t);
   }
-  return 0;
+  if (argc > 2 || std::getenv("LP_NUM_THREADS")) return 0;
+  std::printf(
+      "vulkan with LP_NUM_THREADS=0 (lavapipe runs each dispatch on its queue thread; "
+      "other drivers ignore it):\n");
+  std::fflush(stdout);
+  std::string again =
+      "LP_NUM_THREADS=0 '" + std::string(argv[0]) + "' " + std::to_string(steps) + " vulkan";
+  return std::system(again.c_str()) == 0 ? 0 : 1;
 }
