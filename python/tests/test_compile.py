@@ -37,6 +37,23 @@ def test_shapeless_abs_of_sum_serves_0d_then_1d():
     assert cf.cache_size == 1
 
 
+def test_shapeless_embedding_serves_token_batches_of_any_shape():
+    # An embedding over [batch, seq] token ids whose batch and length change between calls:
+    # one trace serves them all (take keeps the ids' shape in the graph).
+    from kiln import nn
+
+    emb = nn.Embedding(50, 8)
+    cf = mx.compile(lambda ids: mx.sum(emb(ids) * 2.0, axis=-1), shapeless=True)
+    rng = np.random.default_rng(7)
+    weight = np.array(emb.weight)
+    for shape in [(2, 3), (4, 7), (1, 1), (3, 16)]:
+        ids = rng.integers(0, 50, size=shape)
+        got = np.array(cf(mx.array(ids)))
+        assert got.shape == shape
+        np.testing.assert_allclose(got, (weight[ids] * 2.0).sum(-1), rtol=1e-5, atol=1e-6)
+    assert cf.cache_size == 1
+
+
 def test_captured_state_advances_between_calls():
     state = [mx.array(1.0)]
 
