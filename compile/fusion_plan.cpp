@@ -117,7 +117,8 @@ class RegionWalk {
       return;
     }
     if (n.op == Op::Gather) {  // gather_emit's load_gathered: the table is read stored
-      const ArrayNode& table = *n.inputs[0].node();
+      const ArrayNode* t = n.inputs[0].node().get();
+      const ArrayNode& table = is_buffer(*t) ? *t : gathered_table_source(n);
       if (is_buffer(table))
         ++needs_.loads;
       else
@@ -252,8 +253,12 @@ class Planner {
         // from the transpose's input: matmul_operands.h).
         const ArrayNode& c = library ? *matmul_operand(n, i, is_leaf_).node : *n.inputs[i].node();
         if (leaf(c)) continue;
-        if (library || !same_lane_(c, n) || (n.op == Op::Reshape && !affine_reshape(n)) ||
-            (n.op == Op::Gather && i == 0))  // a gathered table is read stored
+        if (n.op == Op::Gather && i == 0 && !library) {  // a gathered table is read stored
+          const ArrayNode& t = same_lane_(c, n) ? gathered_table_source(n) : c;
+          if (!leaf(t)) pinned_.insert(&t);
+          continue;
+        }
+        if (library || !same_lane_(c, n) || (n.op == Op::Reshape && !affine_reshape(n)))
           pinned_.insert(&c);
       }
     }

@@ -223,23 +223,29 @@ class Emitter {
       return e_.load_buffer(in, v_.buffer_map(contiguous_strides(n_.shape)));
     }
     int load_gathered(size_t i, int axis, int index) override {
-      const ArrayNode& table = *n_.inputs[i].node();
-      if (!e_.is_buffer(table)) e_.unplanned(table, "unstored under a gather");
+      const ArrayNode* table = n_.inputs[i].node().get();
       // The table's other coordinates are the node's; the gathered one comes from the index,
       // in place of the node's axes that index it (one, or as many as shared indices have).
-      size_t index_axes = n_.shape.size() + 1 - table.shape.size();
+      size_t index_axes = n_.shape.size() + 1 - table->shape.size();
       View rows = v_;
       rows.coeff.erase(rows.coeff.begin() + axis, rows.coeff.begin() + axis + index_axes);
       rows.offset.erase(rows.offset.begin() + axis, rows.offset.begin() + axis + index_axes);
       rows.coeff.insert(rows.coeff.begin() + axis, std::vector<int64_t>(rows.domain_size(), 0));
       rows.offset.insert(rows.offset.begin() + axis, 0);
-      std::vector<int64_t> strides = contiguous_strides(table.shape);
-      int b = e_.load_buffer(table, rows.buffer_map(strides));
+      if (!e_.is_buffer(*table)) {  // a broadcast table: its input, read through the view
+        const ArrayNode& source = gathered_table_source(n_);
+        if (&source != table) rows = rows.broadcast_input(source.shape, table->shape);
+        table = &source;
+      }
+      const ArrayNode& stored = *table;
+      if (!e_.is_buffer(stored)) e_.unplanned(stored, "unstored under a gather");
+      std::vector<int64_t> strides = contiguous_strides(stored.shape);
+      int b = e_.load_buffer(stored, rows.buffer_map(strides));
       Value& g = e_.k_.body[b];
       g.kind = ValueKind::Gather;
       g.a = index;
       g.step = e_.dim(strides[axis]);
-      g.extent = e_.dim(table.shape[axis]);
+      g.extent = e_.dim(stored.shape[axis]);
       return b;
     }
     int add(Value v) override { return e_.add(std::move(v)); }

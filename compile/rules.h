@@ -65,6 +65,11 @@ struct PrimitiveRules {
 
 const PrimitiveRules& rules(Op op);
 
+// The array a fused Gather reads its table from when the table itself is not stored: the input
+// of a broadcast that keeps the gathered axis (take_along_axis broadcasts a table with extent-1
+// axes against the indices), read in place through the broadcast's view; else the table.
+const ArrayNode& gathered_table_source(const ArrayNode& gather);
+
 // The family tables (compile/rules/*.cpp); rules() picks from them.
 extern const PrimitiveRules kUnaryRules, kBinaryRules, kSelectRules, kCastRules;
 extern const PrimitiveRules kReduceRules, kCountRules;

@@ -6,6 +6,7 @@
 // that must (and must not) fuse.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <random>
@@ -247,6 +248,20 @@ TEST(GatherFusion, CompiledTakeOfIdsOfAnyRankMatchesEager) {
   }
 }
 
+// take_along_axis broadcasts a table with extent-1 axes against its indices; a fused gather
+// reads such a table in place through the broadcast (a table computed in the function, or a
+// leaf), also when the indices broadcast too, on every backend against eager.
+TEST(GatherFusion, CompiledTakeAlongAxisOfABroadcastTableMatchesEager) {
+  Array w = values(float32, {1, 40}, 700), w3 = values(float32, {3, 1, 9}, 701);
+  Array i = ids({6, 5}, 40, 702), j = ids({1, 4, 2}, 9, 703);
+  Fn fn = [](const std::vector<Array>& x) {
+    return std::vector<Array>{
+        take_along_axis(x[0], x[1], 1) * 2.0f, take_along_axis(exp(x[0]), x[1], -1) + 1.0f,
+        sum(take_along_axis(x[2], x[3], 2), 0), take_along_axis(x[2] * 3.0f, x[3], 2) - 1.0f};
+  };
+  expect_compiled_matches_eager(fn, {w, i, w3, j}, tolerance(float32), "broadcast tables");
+}
+
 // A sweep: make test runs a sample of the (device, dtype) cases, make test-long every one.
 // Hand-built Gather kernels (constant and runtime dims) against the reference interpreter, then
 // compiled take chains and reductions against eager evaluation.
@@ -380,6 +395,7 @@ TEST(GatherFusion, GradThroughAFusedGatherMatchesEager) {
 
 struct TaskCounts {
   int kernels = 0, natives = 0;
+  int64_t largest_slot = 0;  // elements of the plan's largest buffer
 };
 
 // Lowers `fn` as compile does (fusion on) over placeholders of the given shapes and dtypes.
@@ -398,6 +414,7 @@ TaskCounts plan_of(const Fn& fn, const std::vector<std::pair<Shape, Dtype>>& inp
   lo.fuse = true;
   LoweredGraph lg = lower(outs, ph, lo);
   TaskCounts c;
+  for (const Slot& s : lg.plan.slots()) c.largest_slot = std::max(c.largest_slot, s.elements);
   for (const Task& t : lg.plan.tasks()) {
     c.kernels += t.kind == TaskKind::Kernel;
     c.natives += t.kind == TaskKind::Native;
@@ -421,13 +438,28 @@ TEST(GatherFusion, PlansReadGathersInsideTheirConsumersKernels) {
   c = plan_of(bag, in);
   EXPECT_EQ(c.natives, 0);
   EXPECT_EQ(c.kernels, 1);
-  // Ids of any rank (an embedding of [batch, seq] tokens): the gather's [32, 16] rows split
-  // into [4, 8, 16] is a view, its ids' merge [4, 8] -> [32] a row-major read of them.
+  // Ids of any rank (an embedding of [batch, seq] tokens): the gather reads its [4, 8] ids at
+  // the coordinates of their own two axes.
   std::vector<std::pair<Shape, Dtype>> in2 = {
       {{100, 16}, float32}, {{4, 8}, int64}, {{16}, float32}, {{16}, float32}};
   c = plan_of(embed, in2);
   EXPECT_EQ(c.natives, 0) << "2-D ids";
   EXPECT_EQ(c.kernels, 1) << "2-D ids";
+  // take_along_axis of a table with an extent-1 axis broadcast against the indices reads the
+  // table in place through the broadcast (it was a kernel of its own storing the broadcast).
+  Fn along = [](const std::vector<Array>& x) {
+    return std::vector<Array>{take_along_axis(x[0], x[1], 1) * 2.0f};
+  };
+  c = plan_of(along, {{{1, 100}, float32}, {{6, 5}, int64}});
+  EXPECT_EQ(c.natives, 0) << "broadcast table";
+  EXPECT_EQ(c.kernels, 1) << "broadcast table";
+  Fn along_computed = [](const std::vector<Array>& x) {
+    return std::vector<Array>{take_along_axis(exp(x[0]), x[1], 1) * 2.0f};
+  };
+  c = plan_of(along_computed, {{{1, 100}, float32}, {{6, 5}, int64}});
+  EXPECT_EQ(c.natives, 0) << "broadcast of a computed table";
+  EXPECT_EQ(c.kernels, 2) << "broadcast of a computed table: exp stored, then read through";
+  EXPECT_EQ(c.largest_slot, 100) << "the [1, 100] table is stored, not its [6, 100] broadcast";
   // A gather that is an output, or that a matmul reads, is stored by its library call.
   Fn output = [](const std::vector<Array>& x) {
     Array g = take(x[0], x[1], 0);

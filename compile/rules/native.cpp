@@ -53,6 +53,15 @@ int gather_emit(EmitContext& cx, const ArrayNode& n) {
 
 }  // namespace
 
+const ArrayNode& gathered_table_source(const ArrayNode& gather) {
+  const ArrayNode& t = *gather.inputs[0].node();
+  if (t.op != Op::Broadcast) return t;
+  const Shape& in = t.inputs[0].shape();
+  size_t ax = static_cast<size_t>(gather.params.axes.at(0));
+  if (in.size() != t.shape.size() || in[ax] != t.shape[ax]) return t;
+  return *t.inputs[0].node();
+}
+
 const PrimitiveRules kNativeRules{.shape = same_shape, .input_view = rule::no_view};
 const PrimitiveRules kGatherRules{
     .shape = gather_shape, .input_view = gather_view, .emit = gather_emit};
