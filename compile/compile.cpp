@@ -132,6 +132,7 @@ std::shared_ptr<Entry> CompiledFunction::Impl::trace(const std::vector<Array>& a
   stop.insert(stop.end(), ph_state.begin(), ph_state.end());
   auto e = std::make_shared<Entry>();
   e->outputs = simplify(outputs, stop, nullptr, options.shapeless);
+  if (!options.shapeless) e->outputs = sink_reshapes(e->outputs, stop);
   e->placeholders = stop;
   e->num_user_outputs = num_user;
   e->num_state_inputs = ph_state.size();

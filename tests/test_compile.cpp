@@ -181,6 +181,77 @@ TEST(Compile, FusionDecisions) {
   EXPECT_EQ(ev[2].name, "exp");
 }
 
+// A reshape that merges axes is no view: before compile/sink_reshapes.cpp its element-wise input
+// was stored by one kernel and copied by another. Now the reshape moves below element-wise
+// nodes read by nothing else, down to the stored arrays (read row-major in place).
+TEST(Compile, MergeReshapesSinkBelowElementWiseNodes) {
+  Array x = random::normal({4, 8, 16}, float32, random::key(2)),
+        w = random::normal({16, 8}, float32, random::key(3)),
+        b = random::normal({16}, float32, random::key(4));
+  eval({x, w, b});
+  struct Case {
+    const char* name;
+    Fn fn;
+    std::vector<std::string> kernels;  // on the reference backend, in order
+  };
+  std::vector<Case> cases = {
+      {"matmul operand",
+       [](const std::vector<Array>& in) {
+         return std::vector<Array>{matmul(reshape(in[0] * 2.0f, {32, 16}), in[1])};
+       },
+       {"multiply", "matmul"}},
+      {"reduction",
+       [](const std::vector<Array>& in) {
+         return std::vector<Array>{sum(reshape(exp(in[0]) - in[0], {32, 16}), 1)};
+       },
+       {"fused_exp_subtract"}},  // the reduction reads x row-major
+      {"read twice: stored once",
+       [](const std::vector<Array>& in) {
+         Array y = in[0] * 2.0f;
+         return std::vector<Array>{reshape(y, {32, 16}) + 1.0f, y};
+       },
+       {"multiply", "add"}},
+      {"a broadcast input stops it",
+       [](const std::vector<Array>& in) {
+         return std::vector<Array>{reshape(in[0] * in[2], {-1}) + 1.0f};
+       },
+       {"multiply", "add"}},
+      {"a long chain",
+       [](const std::vector<Array>& in) {
+         Array y = in[0];
+         for (int i = 0; i < 300; ++i) y = y * 0.999f + 0.001f;
+         return std::vector<Array>{reshape(y, {-1, 16}) * 2.0f};
+       },
+       {""}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto f = compile(c.fn);
+    std::vector<TaskEvent> ev;
+    {
+      StreamScope scope(ref());
+      ev = kernels_of([&] { eval(f({x, w, b})); });
+    }
+    ASSERT_EQ(ev.size(), c.kernels.size());
+    for (size_t k = 0; k < ev.size(); ++k) {
+      if (!c.kernels[k].empty()) {
+        EXPECT_EQ(ev[k].name, c.kernels[k]);
+      }
+    }
+    std::vector<Array> want = c.fn({x, w, b});
+    for (const char* dev : {"reference", "cpu", "opencl", "vulkan"}) {
+      if (!test::backend_available(dev)) continue;
+      StreamScope scope(device(dev));
+      std::vector<Array> got = f({x, w, b});
+      for (size_t k = 0; k < got.size(); ++k) {
+        ASSERT_EQ(got[k].shape(), want[k].shape()) << dev;
+        std::vector<float> g = got[k].to_vector<float>(), e = want[k].to_vector<float>();
+        expect_near(g, std::vector<double>(e.begin(), e.end()), 1e-5);
+      }
+    }
+  }
+}
+
 TEST(Compile, KernelArgumentsAreBounded) {
   // 40 inputs summed: more buffers than one kernel takes, so fusion splits the tree.
   std::vector<Array> in;
