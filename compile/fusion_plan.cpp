@@ -216,7 +216,8 @@ class Planner {
     for (const Array& a : order_) {
       const ArrayNode* n = a.node().get();
       if (leaf(*n) || inlined_count(*n)) continue;
-      if (swaps_last_two(*n) && !read.count(n) && !outputs_.count(n)) continue;
+      bool matmul_reads_through = swaps_last_two(*n) || n->op == Op::Reshape;
+      if (matmul_reads_through && !read.count(n) && !outputs_.count(n)) continue;
       plan.materialized.insert(n);
     }
     for (const Array& a : order_) {

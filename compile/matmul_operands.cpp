@@ -13,7 +13,9 @@ bool swaps_last_two(const ArrayNode& x) {
 
 MatmulOperand matmul_operand(const ArrayNode& n, size_t i, const LeafFn& is_leaf) {
   const ArrayNode* x = n.inputs.at(i).node().get();
-  if (n.op != Op::Matmul || is_leaf(*x) || !swaps_last_two(*x)) return {x, false};
+  if (n.op != Op::Matmul || is_leaf(*x)) return {x, false};
+  if (x->op == Op::Reshape) return {x->inputs[0].node().get(), false};
+  if (!swaps_last_two(*x)) return {x, false};
   return {x->inputs[0].node().get(), true};
 }
 

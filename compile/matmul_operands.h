@@ -1,7 +1,9 @@
 // What a matmul step reads: an operand that is a transpose of its last two axes is read in place
 // from the transpose's input, with MatmulArgs::trans_a / trans_b set, so the transpose is never
-// stored (x @ w.T and reverse mode's dy @ w, dy.T @ x read w, x and dy as they are). Fusion,
-// step ordering and the lowering all ask here, so they agree on which node a matmul reads.
+// stored (x @ w.T and reverse mode's dy @ w, dy.T @ x read w, x and dy as they are). A reshape
+// keeps the row-major order, so a reshaped operand is read from its input's buffer as it is
+// (h.reshape(b * s, d) @ w copies nothing). Fusion, step ordering and the lowering all ask
+// here, so they agree on which node a matmul reads.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +22,8 @@ struct MatmulOperand {
 };
 
 // Operand `i` (0: A, 1: B) of matmul `n`: the transpose's input when operand i swaps its last
-// two axes and is computed (a plan input, such as an evaluated transpose, is read as stored).
+// two axes, the reshape's input when it is a reshape, if computed (a plan input, such as an
+// evaluated transpose, is read as stored).
 MatmulOperand matmul_operand(const ArrayNode& n, size_t i, const LeafFn& is_leaf);
 
 // The nodes a library step (a matmul or a native primitive) reads, in input order.

@@ -2,6 +2,7 @@
 // captured state, nesting, purity errors and memory.
 #include <oneapi/tbb/info.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -248,6 +249,64 @@ TEST(Compile, MergeReshapesSinkBelowElementWiseNodes) {
         std::vector<float> g = got[k].to_vector<float>(), e = want[k].to_vector<float>();
         expect_near(g, std::vector<double>(e.begin(), e.end()), 1e-5);
       }
+    }
+  }
+}
+
+// A reshape keeps the row-major order, so a matmul reads a reshaped stored operand from the
+// reshape's input (h.reshape(b * s, d) @ w after a layer norm or another matmul): no kernel
+// copies it. A reshaped transpose is still stored first (its bytes are not its input's).
+TEST(Compile, MatmulReadsAReshapedOperandInPlace) {
+  Array x = random::normal({4, 8, 16}, float32, random::key(5)),
+        w = random::normal({16, 8}, float32, random::key(6)),
+        v = random::normal({16, 16}, float32, random::key(7));
+  eval({x, w, v});
+  struct Case {
+    const char* name;
+    Fn fn;
+    std::vector<std::string> kernels;  // in any order (independent ones may run either way)
+  };
+  std::vector<Case> cases = {
+      {"after a row reduction",
+       [](const std::vector<Array>& in) {
+         Array y = in[0] - mean(in[0], -1, true);
+         return std::vector<Array>{matmul(reshape(y, {32, 16}), in[1])};
+       },
+       {"rows_sum_count_divide_subtract", "matmul"}},
+      {"after a matmul, both operands",
+       [](const std::vector<Array>& in) {
+         Array h = matmul(in[0], in[2]);
+         return std::vector<Array>{matmul(reshape(h, {32, 16}), reshape(in[2] * 2.0f, {16, 16}))};
+       },
+       {"matmul", "multiply", "matmul"}},
+      {"a reshaped transpose",
+       [](const std::vector<Array>& in) {
+         return std::vector<Array>{
+             matmul(reshape(transpose(matmul(in[0], in[2]), {1, 0, 2}), {32, 16}), in[1])};
+       },
+       {"matmul", "transpose", "matmul"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto f = compile(c.fn);
+    std::vector<TaskEvent> ev;
+    {
+      StreamScope scope(ref());
+      ev = kernels_of([&] { eval(f({x, w, v})); });
+    }
+    std::vector<std::string> ran, want_ran = c.kernels;
+    for (const TaskEvent& e : ev) ran.push_back(e.name);
+    std::sort(ran.begin(), ran.end());
+    std::sort(want_ran.begin(), want_ran.end());
+    EXPECT_EQ(ran, want_ran);
+    std::vector<Array> want = c.fn({x, w, v});
+    for (const char* dev : {"reference", "cpu", "opencl", "vulkan"}) {
+      if (!test::backend_available(dev)) continue;
+      StreamScope scope(device(dev));
+      std::vector<Array> got = f({x, w, v});
+      ASSERT_EQ(got[0].shape(), want[0].shape()) << dev;
+      std::vector<float> g = got[0].to_vector<float>(), e = want[0].to_vector<float>();
+      expect_near(g, std::vector<double>(e.begin(), e.end()), 1e-4);
     }
   }
 }
