@@ -34,6 +34,45 @@ std::vector<TaskEvent> kernels_of(F&& f) {
 
 Device ref() { return device("reference"); }
 
+// A compiled function, the kernels it runs on the reference backend (by name, in any order:
+// independent ones may run either way; "" is a kernel of any name) and its values on every
+// backend against eager evaluation.
+struct PlanCase {
+  const char* name;
+  Fn fn;
+  std::vector<std::string> kernels;
+};
+
+void expect_kernels_and_values(const PlanCase& c, const std::vector<Array>& args, double tol) {
+  SCOPED_TRACE(c.name);
+  auto f = compile(c.fn);
+  std::vector<TaskEvent> ev;
+  {
+    StreamScope scope(ref());
+    ev = kernels_of([&] { eval(f(args)); });
+  }
+  std::vector<std::string> ran;
+  for (const TaskEvent& e : ev) ran.push_back(e.name);
+  EXPECT_EQ(ran.size(), c.kernels.size());
+  for (const std::string& want : c.kernels) {
+    if (want.empty()) continue;
+    auto it = std::find(ran.begin(), ran.end(), want);
+    EXPECT_NE(it, ran.end()) << "no kernel " << want;
+    if (it != ran.end()) ran.erase(it);
+  }
+  std::vector<Array> want = c.fn(args);
+  for (const char* dev : {"reference", "cpu", "opencl", "vulkan"}) {
+    if (!test::backend_available(dev)) continue;
+    StreamScope scope(device(dev));
+    std::vector<Array> got = f(args);
+    for (size_t k = 0; k < got.size(); ++k) {
+      ASSERT_EQ(got[k].shape(), want[k].shape()) << dev;
+      std::vector<float> g = got[k].to_vector<float>(), e = want[k].to_vector<float>();
+      expect_near(g, std::vector<double>(e.begin(), e.end()), tol);
+    }
+  }
+}
+
 }  // namespace
 
 TEST(Compile, TracesOncePerSignature) {
@@ -190,12 +229,7 @@ TEST(Compile, MergeReshapesSinkBelowElementWiseNodes) {
         w = random::normal({16, 8}, float32, random::key(3)),
         b = random::normal({16}, float32, random::key(4));
   eval({x, w, b});
-  struct Case {
-    const char* name;
-    Fn fn;
-    std::vector<std::string> kernels;  // on the reference backend, in order
-  };
-  std::vector<Case> cases = {
+  std::vector<PlanCase> cases = {
       {"matmul operand",
        [](const std::vector<Array>& in) {
          return std::vector<Array>{matmul(reshape(in[0] * 2.0f, {32, 16}), in[1])};
@@ -225,48 +259,15 @@ TEST(Compile, MergeReshapesSinkBelowElementWiseNodes) {
        },
        {""}},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    auto f = compile(c.fn);
-    std::vector<TaskEvent> ev;
-    {
-      StreamScope scope(ref());
-      ev = kernels_of([&] { eval(f({x, w, b})); });
-    }
-    ASSERT_EQ(ev.size(), c.kernels.size());
-    for (size_t k = 0; k < ev.size(); ++k) {
-      if (!c.kernels[k].empty()) {
-        EXPECT_EQ(ev[k].name, c.kernels[k]);
-      }
-    }
-    std::vector<Array> want = c.fn({x, w, b});
-    for (const char* dev : {"reference", "cpu", "opencl", "vulkan"}) {
-      if (!test::backend_available(dev)) continue;
-      StreamScope scope(device(dev));
-      std::vector<Array> got = f({x, w, b});
-      for (size_t k = 0; k < got.size(); ++k) {
-        ASSERT_EQ(got[k].shape(), want[k].shape()) << dev;
-        std::vector<float> g = got[k].to_vector<float>(), e = want[k].to_vector<float>();
-        expect_near(g, std::vector<double>(e.begin(), e.end()), 1e-5);
-      }
-    }
-  }
+  for (const PlanCase& c : cases) expect_kernels_and_values(c, {x, w, b}, 1e-5);
 }
 
-// A reshape keeps the row-major order, so a matmul reads a reshaped stored operand from the
-// reshape's input (h.reshape(b * s, d) @ w after a layer norm or another matmul): no kernel
-// copies it. A reshaped transpose is still stored first (its bytes are not its input's).
 TEST(Compile, MatmulReadsAReshapedOperandInPlace) {
   Array x = random::normal({4, 8, 16}, float32, random::key(5)),
         w = random::normal({16, 8}, float32, random::key(6)),
         v = random::normal({16, 16}, float32, random::key(7));
   eval({x, w, v});
-  struct Case {
-    const char* name;
-    Fn fn;
-    std::vector<std::string> kernels;  // in any order (independent ones may run either way)
-  };
-  std::vector<Case> cases = {
+  std::vector<PlanCase> cases = {
       {"after a row reduction",
        [](const std::vector<Array>& in) {
          Array y = in[0] - mean(in[0], -1, true);
@@ -286,29 +287,7 @@ TEST(Compile, MatmulReadsAReshapedOperandInPlace) {
        },
        {"matmul", "transpose", "matmul"}},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    auto f = compile(c.fn);
-    std::vector<TaskEvent> ev;
-    {
-      StreamScope scope(ref());
-      ev = kernels_of([&] { eval(f({x, w, v})); });
-    }
-    std::vector<std::string> ran, want_ran = c.kernels;
-    for (const TaskEvent& e : ev) ran.push_back(e.name);
-    std::sort(ran.begin(), ran.end());
-    std::sort(want_ran.begin(), want_ran.end());
-    EXPECT_EQ(ran, want_ran);
-    std::vector<Array> want = c.fn({x, w, v});
-    for (const char* dev : {"reference", "cpu", "opencl", "vulkan"}) {
-      if (!test::backend_available(dev)) continue;
-      StreamScope scope(device(dev));
-      std::vector<Array> got = f({x, w, v});
-      ASSERT_EQ(got[0].shape(), want[0].shape()) << dev;
-      std::vector<float> g = got[0].to_vector<float>(), e = want[0].to_vector<float>();
-      expect_near(g, std::vector<double>(e.begin(), e.end()), 1e-4);
-    }
-  }
+  for (const PlanCase& c : cases) expect_kernels_and_values(c, {x, w, v}, 1e-4);
 }
 
 TEST(Compile, KernelArgumentsAreBounded) {
