@@ -84,7 +84,11 @@ std::vector<FusedStep> fuse(const std::vector<Array>& order, const std::vector<A
     if (g.kind == FusionGroup::Kind::Library) {
       FusedStep s;
       s.library = s.lane_node = g.roots[0];
-      s.reads = library_reads(*s.library, is_leaf);
+      for (size_t i = 0; i < s.library->inputs.size(); ++i) {
+        MatmulOperand read = matmul_operand(*s.library, i, is_leaf);
+        s.reads.push_back(read.node);
+        s.transposed.push_back(read.transposed);
+      }
       steps.push_back(std::move(s));
     } else if (g.kind == FusionGroup::Kind::Primitive) {
       steps.push_back(primitive_step(g, plan, is_leaf));

@@ -25,6 +25,7 @@ struct FusedStep {
   std::vector<const ArrayNode*> buffers;  // per kernel buffer: the node whose data it reads/writes
   const ArrayNode* library = nullptr;     // the matmul or native node, for library steps
   std::vector<const ArrayNode*> reads;    // a library step's operands as read (matmul_operands.h)
+  std::vector<bool> transposed;           // per read: it holds the operand's transpose
   const ArrayNode* lane_node = nullptr;   // every node of the step shares this node's lane
   std::vector<int64_t> params;            // launch params: runtime Dims and launch scalars
   std::shared_ptr<KernelBinaries> binaries;  // compiled forms, when the kernel is shared

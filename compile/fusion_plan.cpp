@@ -16,11 +16,6 @@ namespace {
 
 bool is_view_or_elementwise(Op op) { return rules(op).fuses_inline; }
 
-bool affine_reshape(const ArrayNode& n) {
-  View probe = View::identity(static_cast<int>(n.shape.size())), out;
-  return probe.reshape_input(n.inputs[0].shape(), n.shape, out);
-}
-
 // What the kernel of a group would need: the buffers it loads, the nodes it cannot compute
 // inline (they must be stored first), and whether one of its roots is read at another element
 // than the one being stored (two such outputs cannot share a pass).
@@ -189,8 +184,8 @@ class Planner {
 
   // A gather that is stored after all (a consumer on another lane or a library call pins it, or
   // a kernel cannot read it inline) runs as its library call, which reads its inputs stored:
-  // pins them (the indices of take over 2-D ids are a reshape of them, otherwise computed
-  // inside the kernels that read the gather). Whether it pinned anything new.
+  // pins them (such as the cast of int32 indices, otherwise computed inside the kernels that
+  // read the gather). Whether it pinned anything new.
   bool pin_stored_gather_inputs() {
     bool more = false;
     for (const Array& a : order_) {
@@ -259,7 +254,8 @@ class Planner {
           if (!leaf(t)) pinned_.insert(&t);
           continue;
         }
-        if (library || !same_lane_(c, n) || (n.op == Op::Reshape && !affine_reshape(n)))
+        if (library || !same_lane_(c, n) ||
+            (n.op == Op::Reshape && !View::reshape_is_view(n.inputs[0].shape(), n.shape)))
           pinned_.insert(&c);
       }
     }

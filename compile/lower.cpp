@@ -8,7 +8,6 @@
 #include "backends/registry.h"
 #include "compile/fuse.h"
 #include "compile/graph_walk.h"
-#include "compile/matmul_operands.h"
 #include "compile/view.h"
 #include "distributed/group.h"
 #include "graph/array_node.h"
@@ -326,8 +325,8 @@ class Lowering {
       // its reshape's input, the same elements in the same order.
       t.slots = {read(step.reads[0], lane, t.deps), read(step.reads[1], lane, t.deps), slot_for(n)};
       matmul_args(n, t.matmul);
-      t.matmul.trans_a = reads_transpose_input(n, 0, step.reads[0]);
-      t.matmul.trans_b = reads_transpose_input(n, 1, step.reads[1]);
+      t.matmul.trans_a = step.transposed[0];
+      t.matmul.trans_b = step.transposed[1];
       written.push_back(&n);
     } else {
       t.kind = TaskKind::Kernel;
@@ -386,13 +385,6 @@ class Lowering {
       }
     }
     return a;
-  }
-
-  // Whether matmul `n` reads operand i from its transpose's input (not the operand's own
-  // buffer, nor a reshape's input, which holds the operand's elements in order).
-  static bool reads_transpose_input(const ArrayNode& n, size_t i, const ArrayNode* read) {
-    const ArrayNode& x = *n.inputs[i].node();
-    return swaps_last_two(x) && read == x.inputs[0].node().get();
   }
 
   // Batch offsets of a matmul (NumPy batch broadcasting resolved into per-batch offsets).

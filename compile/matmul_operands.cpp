@@ -19,11 +19,4 @@ MatmulOperand matmul_operand(const ArrayNode& n, size_t i, const LeafFn& is_leaf
   return {x->inputs[0].node().get(), true};
 }
 
-std::vector<const ArrayNode*> library_reads(const ArrayNode& n, const LeafFn& is_leaf) {
-  std::vector<const ArrayNode*> out;
-  out.reserve(n.inputs.size());
-  for (size_t i = 0; i < n.inputs.size(); ++i) out.push_back(matmul_operand(n, i, is_leaf).node);
-  return out;
-}
-
 }  // namespace kiln

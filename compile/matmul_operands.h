@@ -26,7 +26,4 @@ struct MatmulOperand {
 // evaluated transpose, is read as stored).
 MatmulOperand matmul_operand(const ArrayNode& n, size_t i, const LeafFn& is_leaf);
 
-// The nodes a library step (a matmul or a native primitive) reads, in input order.
-std::vector<const ArrayNode*> library_reads(const ArrayNode& n, const LeafFn& is_leaf);
-
 }  // namespace kiln

@@ -15,11 +15,6 @@ namespace kiln {
 
 namespace {
 
-bool merges_axes(const ArrayNode& reshape) {
-  View probe = View::identity(static_cast<int>(reshape.shape.size())), out;
-  return !probe.reshape_input(reshape.inputs[0].shape(), reshape.shape, out);
-}
-
 bool same_stream(const ArrayNode& a, const ArrayNode& b) {
   return a.stream.stream == b.stream.stream && a.stream.origin == b.stream.origin;
 }
@@ -48,7 +43,8 @@ class ReshapeSinker {
   Array rebuild(const Array& a) {
     const ArrayNode& n = *a.node();
     if (is_leaf(n)) return a;
-    if (n.op == Op::Reshape && merges_axes(n) && movable(*n.inputs[0].node(), n)) return sink(n);
+    bool merges = n.op == Op::Reshape && !View::reshape_is_view(n.inputs[0].shape(), n.shape);
+    if (merges && movable(*n.inputs[0].node(), n)) return sink(n);
     std::vector<Array> in;
     bool changed = false;
     for (const Array& x : n.inputs) {

@@ -53,6 +53,11 @@ View View::slice_input(const std::vector<int64_t>& start, const std::vector<int6
 // extents multiply to its own: one axis of the same extent, or several it was split into, whose
 // row-major combination is its coordinate. An output axis holding parts of two input axes (a
 // merge) has no such combination.
+bool View::reshape_is_view(const Shape& in, const Shape& out) {
+  View probe = identity(static_cast<int>(out.size())), unused;
+  return probe.reshape_input(in, out, unused);
+}
+
 bool View::reshape_input(const Shape& in, const Shape& out, View& result) const {
   result.domain = domain;
   result.coeff.assign(in.size(), std::vector<int64_t>(domain_size(), 0));

@@ -26,6 +26,8 @@ struct View {
   // For a reshape that adds or removes extent-1 axes or splits axes into several (row-major);
   // false for one that merges axes (their coordinate would need a division).
   bool reshape_input(const Shape& in, const Shape& out, View& result) const;
+  // Whether a reshape of `in` into `out` composes into every view (reshape_input holds).
+  static bool reshape_is_view(const Shape& in, const Shape& out);
   // The element index map into a buffer of `shape` stored with row-major strides `strides`.
   IndexMap buffer_map(const std::vector<int64_t>& strides) const;
   bool is_identity() const;
