@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "graph/at_exit.h"
+#include "graph/env.h"
 #include "graph/error.h"
 #include "graph/log.h"
 
@@ -177,7 +178,10 @@ size_t local_size(const ClDevice& dev, cl_kernel kernel) {
   cl_check(
       clGetKernelWorkGroupInfo(kernel, dev.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, nullptr),
       "clGetKernelWorkGroupInfo");
-  size_t limit = std::max<size_t>(1, std::min({wg, dev.max_work_group, size_t{256}})), p = 1;
+  // KILN_OPENCL_LOCAL_SIZE replaces the cap of 256 (measurements on a device).
+  static const size_t cap =
+      env_count("KILN_OPENCL_LOCAL_SIZE", "the largest work-group size").value_or(256);
+  size_t limit = std::max<size_t>(1, std::min({wg, dev.max_work_group, cap})), p = 1;
   while (p * 2 <= limit) p *= 2;
   return p;
 }

@@ -554,7 +554,7 @@ std::string GlslDialect::vector_end() {
 // so fewer, wider components pay there).
 void GlslDialect::find_vector_buffers() {
   width = f_.wide_access && f_.int64 ? 8 : 4;
-  if (kernel().reduce || kernel().ndim() != 1) return;
+  if (kernel().reduce || kernel().ndim() != 1 || !f_.vector_access) return;
   for (const Value& v : kernel().body)
     if (v.kind == ValueKind::Gather) return;  // rows at computed addresses: scalar access
   std::set<int> vec, tex;

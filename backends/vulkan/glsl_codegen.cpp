@@ -24,13 +24,13 @@ class Writer {
 
   Shader run() {
     Shader sh;
-    sh.local_size = kLocalSize;
+    const int local = k_.reduce ? kLocalSize : f_.map_local_size;
+    sh.local_size = local;
     sh.per_group = k_.reduce.has_value();
     sh.nparams = k_.num_params();
     d_.nparams = sh.nparams;
-    bool runs = f_.subgroup_runs && f_.subgroup_size > 0 && kLocalSize % f_.subgroup_size == 0;
-    source::ShaderBody body =
-        source::shader_body(k_, d_, {kLocalSize, f_.subgroups, f_.float64, runs});
+    bool runs = f_.subgroup_runs && f_.subgroup_size > 0 && local % f_.subgroup_size == 0;
+    source::ShaderBody body = source::shader_body(k_, d_, {local, f_.subgroups, f_.float64, runs});
     if (d_.vector_step() > 0) sh.points_per_invocation = d_.vector_step();
     if (body.uses_subgroup_ids) sh.max_groups = kRunGroups;
     std::ostringstream os;
@@ -45,7 +45,7 @@ class Writer {
          << "#extension GL_EXT_buffer_reference_uvec2 : require\n";
     emit_float_controls(os, {f_.keep_nan32, f_.keep_denorm32, f_.keep_nan64 && f_.float64,
                              f_.keep_denorm64 && f_.float64});
-    os << "layout(local_size_x = " << kLocalSize << ") in;\n";
+    os << "layout(local_size_x = " << local << ") in;\n";
     // 32-bit addressing: the host checks at launch that every extent product and buffer fits
     // (storage buffers are at most maxStorageBufferRange bytes); 64-bit index arithmetic costs
     // ~4x on lavapipe and more on GPUs.

@@ -53,6 +53,11 @@ struct ShaderFeatures {
   // leave room for double rounding and for the driver's error in double). Off on CPU devices,
   // whose float32 division and sqrt are IEEE's, and without shaderFloat64.
   bool divide_in_double = false;
+  // Workgroup size of element-wise kernels (reductions keep kLocalSize): a power of two.
+  int map_local_size = 64;
+  // Element-wise kernels may read and write contiguous buffers as vectors (wide_access says
+  // how wide); false: one point per access (for measurements).
+  bool vector_access = true;
 };
 
 // A float launch scalar the host converts before a launch: params slot `slot` receives the

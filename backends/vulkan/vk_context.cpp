@@ -171,6 +171,8 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
   info.subgroups = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                    (subgroup.supportedOperations & ops) == ops;
   for (int i = 0; i < 3; ++i) info.max_groups[i] = lim.maxComputeWorkGroupCount[i];
+  info.max_local_size =
+      std::min(lim.maxComputeWorkGroupSize[0], lim.maxComputeWorkGroupInvocations);
   info.max_storage_range = lim.maxStorageBufferRange;
   info.max_texel_elements = lim.maxTexelBufferElements;
   // Lowered (never raised) by KILN_VULKAN_STORAGE_RANGE, so that tests reach the by-address
@@ -205,7 +207,8 @@ PhysicalInfo describe(VkPhysicalDevice pd) {
      << "; shaderFloat64 " << (info.float64 ? "yes" : "no") << ", shaderInt64 "
      << (info.int64 ? "yes" : "no") << "; maxStorageBufferRange " << mib(info.max_storage_range)
      << "; bufferDeviceAddress " << (info.device_address ? "yes" : "no") << "; buffers "
-     << buffer_placement(mem);
+     << buffer_placement(mem) << "; DenormPreserve float32 " << (info.keep_denorm32 ? "yes" : "no")
+     << ", float64 " << (info.keep_denorm64 ? "yes" : "no");
   info.description = os.str();
 
   uint32_t nq = 0;
@@ -302,6 +305,16 @@ Context::Context(int index) : index_(index), info_(physical_devices().at(index))
   }
   if (const char* v = std::getenv("KILN_VULKAN_STAGING"); v && std::strcmp(v, "1") == 0)
     staged_ = true;  // tests: the staged path on a device whose memory is all host-visible
+  // Measurements: buffers in a device-local type the host cannot map (where the device has
+  // one), as a discrete GPU without resizable BAR would give them.
+  if (const char* v = std::getenv("KILN_VULKAN_DEVICE_MEMORY"); v && std::strcmp(v, "1") == 0)
+    for (uint32_t t = 0; t < mem.memoryTypeCount; ++t) {
+      VkMemoryPropertyFlags f = mem.memoryTypes[t].propertyFlags;
+      if ((f & local) && !(f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)) {
+        buffer_type_ = t, staged_ = true;
+        break;
+      }
+    }
 
   // The driver checks the blob's header (device, driver, UUID) and ignores one that does not
   // match; the disk cache's checksum keeps a damaged file from reaching it at all.

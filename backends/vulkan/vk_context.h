@@ -42,6 +42,7 @@ struct PhysicalInfo {
   bool keep_nan32 = false, keep_denorm32 = false, keep_nan64 = false, keep_denorm64 = false;
   uint32_t queue_family = 0;
   uint32_t max_groups[3] = {65535, 65535, 65535};
+  uint32_t max_local_size = 128;  // min(maxComputeWorkGroupSize[0], ...Invocations)
   uint64_t max_storage_range = 0;
   // maxTexelBufferElements: texels a texel-buffer view may span (every view Kiln makes is of
   // 16-byte RGBA32UI texels).

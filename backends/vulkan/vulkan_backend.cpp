@@ -209,6 +209,16 @@ Stage build_stage(const std::shared_ptr<Context>& ctx, const Kernel& k, const st
     f.divide_in_double = info.float64 && std::strcmp(d, "0") != 0;
   if (const char* pc = std::getenv("KILN_VULKAN_PUSH_CONSTANTS"); pc && *pc)  // tests: both forms
     f.push_bytes = std::strcmp(pc, "0") != 0 ? f.push_bytes : 0;
+  // Measurements of the element-wise form on a device (docs/backends/vulkan.md).
+  if (std::optional<uint64_t> n =
+          env_count("KILN_VULKAN_MAP_LOCAL_SIZE", "the workgroup size of element-wise kernels")) {
+    if (*n == 0 || *n > ctx->info().max_local_size || (*n & (*n - 1)) != 0)
+      throw_error("KILN_VULKAN_MAP_LOCAL_SIZE is ", *n, ": a power of two from 1 to ",
+                  ctx->info().max_local_size, " (", ctx->label(), "'s maxComputeWorkGroupSize)");
+    f.map_local_size = static_cast<int>(*n);
+  }
+  if (const char* v = std::getenv("KILN_VULKAN_VECTOR_ACCESS"); v && *v)
+    f.vector_access = std::strcmp(v, "0") != 0;
   st.shader = vulkan::generate_glsl(k, f);
   // Fault injection for tests: a kernel whose name or GLSL contains KILN_VULKAN_FAULT_KERNEL
   // gets GLSL that glslang rejects, to check that a failed build fails only the work needing it.
