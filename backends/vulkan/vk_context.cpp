@@ -506,13 +506,18 @@ void Context::completion_loop() {
 
 bool Context::quiesce(std::chrono::milliseconds limit) {
   std::unique_lock<std::mutex> lock(mu_);
+  const bool idle = pending_.empty() && !processing_;
   if (!idle_cv_.wait_for(lock, limit, [&] { return pending_.empty() && !processing_; }))
     return false;
   stop_ = true;
   lock.unlock();
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  vkDeviceWaitIdle(device_);  // nothing waits on the host any more: this cannot block for long
+  // A CPU device (lavapipe) runs submitted work on driver threads inside this process: wait for
+  // them (nothing waits on the host any more, so this cannot block for long). A GPU with
+  // nothing in flight is not called at all: at exit NVIDIA's driver may already be torn down
+  // (an H100 crashed here in vkDeviceWaitIdle when OpenCL and Vulkan had both been used).
+  if (info_.cpu || !idle) vkDeviceWaitIdle(device_);
   return true;
 }
 
