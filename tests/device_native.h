@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <memory>
 #include <random>
@@ -17,6 +19,7 @@
 #include "backends/backend.h"
 #include "graph/dtype.h"
 #include "kernel_diff.h"
+#include "kiln.h"
 #include "test_util.h"
 #ifdef KILN_HAVE_VULKAN_BACKEND
 #include "backends/vulkan/vulkan_backend.h"
@@ -68,6 +71,28 @@ inline std::vector<const char*> native_devices() {
   for (const char* dev : {"opencl", "vulkan"})
     if (backend_available(dev)) out.push_back(dev);
   return out;
+}
+
+// Whether `dev`'s element-wise kernels keep float32 denormals (an eager 1e-40f + 1e-40f there).
+// Vulkan leaves them to the driver: lavapipe keeps them; NVIDIA's driver flushes them and offers
+// no DenormPreserve to ask for (an H100, driver 580). A device's native kernels must treat them
+// as its element-wise kernels do.
+inline bool keeps_float32_denormals(const char* dev) {
+  Array tiny = array(std::vector<float>{1e-40f}, {1});
+  return add(tiny, tiny, device(dev)).to_vector<float>()[0] != 0.0f;
+}
+
+// `b` (of dtype d) with float32 denormals made +0, as a device that flushes them may give them
+// (either sign of zero, or the denormal, where the reference keeps one): compared after this,
+// every other value, NaN and infinity included, must still match.
+inline kdiff::Bytes flush_float32_denormals(kdiff::Bytes b, Dtype d) {
+  if (d != float32) return b;
+  for (size_t i = 0; i < b.size() / 4; ++i) {
+    float v;
+    std::memcpy(&v, b.data() + 4 * i, 4);
+    if (std::fabs(v) < 0x1.0p-126f) std::memset(b.data() + 4 * i, 0, 4);
+  }
+  return b;
 }
 
 // A gather's or scatter's shape: `outer` rows of n along the indexed axis, `inner` after it, m
