@@ -125,7 +125,9 @@ TEST(OpenclBackend, EveryUnaryOpAndDtype) {
 // time, a scalar tail): every operation it takes, on a domain long enough that each work-item
 // runs vector iterations and a tail, with wild values (NaN, inf, -0, huge), against the
 // reference. Kernels of other dtypes or with other operations (sin and cos among them: PoCL's
-// 16-lane versions are off on large arguments) keep the scalar form.
+// 16-lane versions are off on large arguments) keep the scalar form. Under
+// KILN_OPENCL_GPU_LAYOUT=1 (ctest OpenclGpuLayoutMaps) the same kernels take a GPU's float4
+// form, four points per work-item, the last item's partial step one by one.
 TEST(OpenclBackend, VectorFormOfElementwiseKernels) {
   REQUIRE_OPENCL();
   const int64_t n = 100003;

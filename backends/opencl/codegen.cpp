@@ -40,6 +40,7 @@ Generated generate(const Kernel& k, const DeviceCaps& caps, const std::string& d
   g.reduction = p.reduction;
   g.split = p.split;
   g.acc_size = p.acc_size;
+  g.map_points = p.map_points;
   return g;
 }
 

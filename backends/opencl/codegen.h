@@ -4,9 +4,10 @@
 // list: the kernel's buffers (b0..), every launch word as a `long` (p0..), the float launch
 // scalars converted on the host (c<value>..), and for reductions three __local arrays sized by
 // the launch's work-group size.
-//  - Element-wise kernels: entry `kiln_map`, a grid-stride loop over the flattened domain (on
-//    CPU devices, contiguous runs in segments along the last axis, 16 lanes at a time in
-//    float16 where the loads allow; row folds too: dialect_opencl.h).
+//  - Element-wise kernels: entry `kiln_map`, a work-item per element on GPUs (four through
+//    float4 where the kernel is 1-D and aligned: dialect_opencl.h's map_lanes) and on CPU
+//    devices contiguous runs in segments along the last axis, 16 lanes at a time in float16
+//    where the loads allow (row folds too).
 //  - Reductions: entry `kiln_reduce`, one work-group per output element (grid-stride over
 //    outputs), each work-item accumulating a strided share of the reduced extent, then a tree
 //    in local memory; work-item 0 runs the epilogue and stores.
@@ -51,6 +52,7 @@ struct Generated {
   bool reduction = false;
   bool split = false;   // kiln_part / kiln_final exist
   size_t acc_size = 0;  // bytes of one accumulator (the __local and scratch element)
+  int map_points = 1;   // points per work-item of kiln_map (4: a GPU's float4 form)
 };
 
 // Throws kiln::Error when the kernel needs what the device lacks (float64 without cl_khr_fp64,

@@ -40,6 +40,9 @@ class OpenclDialect : public source::WorkgroupDialect {
   // sum accumulates in double), max and min of float32.
   void vector_fold(source::Emitter& em, Dtype acc, const std::string& q0, const std::string& hi,
                    const std::string& ind) override;
+  // The float4 form of a GPU's element-wise kernel (see map_lanes in the .cpp).
+  int map_lanes() override;
+  void vector_map(source::Emitter& em, const std::string& ind) override;
 
  private:
   std::string element(int b, const std::string& at);
@@ -50,13 +53,16 @@ class OpenclDialect : public source::WorkgroupDialect {
   // the last axis, ops OpenCL C defines on vectors.
   bool vector_values(int end) const;
   // Emits the float16 constants (outside a vector loop) and their shadows (inside it).
-  void vector_constants(source::Emitter& em, const std::string& ind, bool shadows) const;
+  void vector_constants(source::Emitter& em, const std::string& ind, bool shadows, int lanes) const;
 
   std::string via_double(const std::string& expr_of_d, const std::string& a, Dtype d) const;
   std::string integer_binary(const Value& v, const std::string& a, const std::string& b);
 
   DeviceCaps caps_;
-  bool vec16 = false;  // writing the float16 form: values are 16 points along the last axis
+  // Writing a vector form: values are this many points along the last axis (16: a CPU
+  // device's float16 runs and folds; 4: a GPU's float4 map), 0: scalar.
+  int lanes_ = 0;
+  std::string vtype() const { return "float" + std::to_string(lanes_); }
 };
 
 }  // namespace kiln::opencl

@@ -317,9 +317,11 @@ class ClQueue : public Queue {
       // On GPUs the launch covers the domain. On a CPU device each group is one contiguous
       // run: a few per compute unit balance the threads, and a small domain gets fewer, each
       // at least kCpuRun elements.
-      ev = dev_.cpu
-               ? l.run(*k.map, groups_for(nout, kCpuRun, dev_.compute_units * 4), {}, false)
-               : l.run(*k.map, groups_for(nout, k.map->local, SIZE_MAX / k.map->local), {}, false);
+      ev = dev_.cpu ? l.run(*k.map, groups_for(nout, kCpuRun, dev_.compute_units * 4), {}, false)
+                    : l.run(*k.map,
+                            groups_for((nout + k.gen.map_points - 1) / k.gen.map_points,
+                                       k.map->local, SIZE_MAX / k.map->local),
+                            {}, false);
     } else if (k.gen.split && nred >= static_cast<int64_t>(32 * k.part->local)) {
       ev = split(k, l, nred, keep);
     } else if (k.rows && nout >= static_cast<int64_t>(4 * dev_.compute_units * k.rows->local)) {

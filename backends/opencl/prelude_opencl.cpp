@@ -1,5 +1,7 @@
 #include "backends/opencl/prelude_opencl.h"
 
+#include <string>
+
 namespace kiln::opencl {
 
 namespace {
@@ -93,5 +95,19 @@ inline long kiln_ipow(long base, long e, int is_signed) {
 }  // namespace
 
 const char* opencl_prelude() { return kPrelude; }
+
+// kiln_erf16 with float4 lanes, written from its text (one fit, two widths).
+const std::string& opencl_erf4() {
+  static const std::string text = [] {
+    std::string all = kPrelude;
+    size_t from = all.find("inline float16 kiln_erf16("), to = all.find("inline long kiln_ipow(");
+    std::string f = all.substr(from, to - from);
+    for (size_t at; (at = f.find("float16")) != std::string::npos;) f.replace(at, 7, "float4");
+    for (size_t at; (at = f.find("kiln_erf16")) != std::string::npos;)
+      f.replace(at, 10, "kiln_erf4");
+    return f;
+  }();
+  return text;
+}
 
 }  // namespace kiln::opencl

@@ -3,8 +3,12 @@
 // (scalar and 16-lane), and integer power.
 #pragma once
 
+#include <string>
+
 namespace kiln::opencl {
 
 const char* opencl_prelude();
+// kiln_erf4: the 16-lane erf over float4, for a GPU's float4 element-wise kernels.
+const std::string& opencl_erf4();
 
 }  // namespace kiln::opencl

@@ -37,6 +37,7 @@ class Layout {
       g.acc_size = acc_size();
     } else {
       emit_map();
+      g.map_points = map_points_;
     }
     g.source = out().str();
     return g;
@@ -94,6 +95,10 @@ class Layout {
       emit_map_run();
       return;
     }
+    if (int n = d_.map_lanes(); n > 0) {
+      emit_map_lanes(n);
+      return;
+    }
     // One element per work-item (the launch covers the domain): neighbouring items touch
     // neighbouring elements, as GPUs want.
     out() << ("  const " + w_.index + " g = " + w_.global_id + ";\n");
@@ -102,6 +107,22 @@ class Layout {
     em_.values(0, static_cast<int>(k_.body.size()), "    ");
     em_.stores("    ");
     out() << "  }\n}\n";
+  }
+
+  // n consecutive points per work-item through vector accesses (the launch covers the domain
+  // in steps of n); the item holding the last, partial step takes its points one by one.
+  void emit_map_lanes(int n) {
+    map_points_ = n;
+    const std::string I = w_.index;
+    out() << ("  const " + I + " g = (" + I + ")" + w_.global_id + " * ") << n << ";\n";
+    out() << "  if (g + " << n << " <= total) {\n";
+    out() << ("    const " + I + " i0 = g;\n");
+    d_.vector_map(em_, "    ");
+    out() << ("  } else {\n    for (" + I + " t = g; t < total; ++t) {\n");
+    out() << ("      const " + I + " i0 = t;\n");
+    em_.values(0, static_cast<int>(k_.body.size()), "      ");
+    em_.stores("      ");
+    out() << "    }\n  }\n}\n";
   }
 
   // A CPU device runs a work-group's items one after another on one thread: each item takes
@@ -348,6 +369,7 @@ class Layout {
   const Builtins& w_;
   Emitter em_;
   std::vector<int> scalar_values_;
+  int map_points_ = 1;
   int reduce_at_ = 0;
 };
 

@@ -3,7 +3,7 @@
 // launch scalars converted on the host c<value>.., and for reductions three work-group arrays
 // sized by the launch). OpenCL C uses it; CUDA C or Metal would, with their own WorkgroupDialect.
 //  - Element-wise: entry `kiln_map`; on a CPU device each work-item walks one contiguous run
-//    (LayoutOptions::cpu), on a GPU one element per work-item.
+//    (LayoutOptions::cpu), on a GPU one element per work-item (or a vector of them).
 //  - Reductions: `kiln_reduce`, a work-group per output element (grid-stride over outputs), a
 //    tree in work-group memory, work-item 0 runs the epilogue; `kiln_rows`, a work-item per
 //    output, for many outputs; full reductions also `kiln_part` (each group reduces a chunk into
@@ -49,6 +49,11 @@ class WorkgroupDialect : public Dialect {
                            const std::string& ind) {
     (void)em, (void)acc, (void)q0, (void)hi, (void)ind;
   }
+  // On a GPU, an element-wise kernel may take several consecutive points per work-item through
+  // the language's vector types (wider memory accesses): how many (0: one point per item), and
+  // the writes of those points' values and stores from coordinate i0, a multiple of the count.
+  virtual int map_lanes() { return 0; }
+  virtual void vector_map(Emitter& em, const std::string& ind) { (void)em, (void)ind; }
 };
 
 struct LayoutOptions {
@@ -63,6 +68,7 @@ struct Program {
   bool reduction = false;
   bool split = false;   // kiln_part / kiln_final exist
   size_t acc_size = 0;  // bytes of one accumulator (work-group array and scratch element)
+  int map_points = 1;   // kiln_map's points per work-item on a GPU (WorkgroupDialect::map_lanes)
 };
 
 Program workgroup_program(const Kernel& k, WorkgroupDialect& d, const LayoutOptions& o);
