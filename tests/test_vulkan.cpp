@@ -34,6 +34,7 @@
 #include "backends/vulkan/vk_context.h"
 #include "backends/vulkan/vulkan_backend.h"
 #include "device_lanes.h"
+#include "device_native.h"
 #include "kernel_diff.h"
 #include "kiln.h"
 #include "test_util.h"
@@ -344,6 +345,44 @@ TEST_F(Vulkan, RuntimeDimsAndLaunchScalars) {
                                    launch_word(Scalar::of(-3.25))};
     differential(k, {sample(float32, rows * cols, rows, false), Bytes(rows * 8)},
                  {Tolerance::Rel, 0, 1e-6, 1e-6}, "rows " + std::to_string(rows), params);
+  }
+}
+
+// x / c for a launch scalar c, float32 and float16: powers of two (either sign, both ends of
+// the range whose reciprocal is a normal float, and just past them) take the GPU form's exact
+// multiply by the reciprocal (KILN_VULKAN_DIVIDE_IN_DOUBLE=1, the VulkanGpuDivision ctest), other
+// divisors (zero, infinities, NaN, denormals, neighbours of powers of two) its double division;
+// every quotient as the reference rounds it. Dividends without denormals; float32 quotients in
+// the denormal range only where the device keeps them (NVIDIA's driver flushes them in every
+// float32 operation: x / 2^126 gave -0 for -6.2e-39 on an H100).
+TEST_F(Vulkan, DivisionByAScalarMatchesReference) {
+  const int64_t n = 257;
+  const bool flushes = !test::keeps_float32_denormals("vulkan");
+  const double divisors[] = {2.0,      0.5,      -4.0,     0x1p126, 0x1p-126,     0x1p127,
+                             0x1p-127, 0x1p-149, 3.0,      -0.75,   1.0,          -1.0,
+                             0.0,      -0.0,     INFINITY, NAN,     0x1.000002p1, 0x1.fffffep0};
+  for (Dtype d : {float32, float16}) {
+    Kernel k;
+    k.name = "divide_by_scalar";
+    k.domain = {Dim::constant(n)};
+    int x = load(k, d, {{Dim::constant(1)}, Dim::constant(0)});
+    Value c;
+    c.kind = ValueKind::Constant, c.dtype = d, c.param = 0;
+    int cv = add(k, c);
+    Value q;
+    q.kind = ValueKind::Binary, q.binary = BinaryOp::Divide, q.dtype = d, q.a = x, q.b = cv;
+    store(k, d, {{Dim::constant(1)}, Dim::constant(0)}, add(k, q));
+    ASSERT_NO_THROW(k.validate());
+    for (double c : divisors) {
+      if (d == float16 && (std::fabs(c) > 65504 || (c != 0 && std::fabs(c) < 0x1p-24))) continue;
+      std::vector<Bytes> init = {sample(d, n, 7, true), Bytes(n * d.size())};
+      std::vector<int64_t> params = {launch_word(Scalar::of(c))};
+      Bytes got = kdiff::run(vk_backend(), k, init, params)[1];
+      Bytes want = kdiff::run(kdiff::ref_backend(), k, init, params)[1];
+      if (flushes) got = test::flush_float32_denormals(got, d);
+      if (flushes) want = test::flush_float32_denormals(want, d);
+      EXPECT_EQ(kdiff::compare(got, want, d, {}), "") << d.name() << " / " << c;
+    }
   }
 }
 
