@@ -1,5 +1,6 @@
 #include "backends/opencl/dialect_opencl.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -368,9 +369,10 @@ std::string OpenclDialect::preamble() {
   std::string s = "#pragma OPENCL FP_CONTRACT OFF\n";
   if (caps_.fp64) s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
   s += opencl_prelude();
-  bool erf = false;
-  for (const Value& v : kernel().body)
-    erf = erf || (v.kind == ValueKind::Unary && v.unary == UnaryOp::Erf);
+  const std::vector<Value>& body = kernel().body;
+  bool erf = std::any_of(body.begin(), body.end(), [](const Value& v) {
+    return v.kind == ValueKind::Unary && v.unary == UnaryOp::Erf;
+  });
   if (erf && map_lanes() == 4) s += opencl_erf4();  // only where used: others stay as they were
   return s;
 }
@@ -503,7 +505,8 @@ void OpenclDialect::vector_fold(source::Emitter& em, Dtype acc, const std::strin
 
 // A GPU's element-wise kernel takes four points per work-item through float4 accesses where
 // it is 1-D (canonical: contiguous arrays merge to one axis), in the float16 form's ops, and
-// every buffer is walked with stride 1 from an offset that keeps it 16-byte aligned, or read
+// every buffer is walked with stride 1 from an offset that keeps it 16-byte aligned (a cl_mem
+// starts at CL_DEVICE_MEM_BASE_ADDR_ALIGN, at least 128 bytes in the full profile), or read
 // as a broadcast (stride 0). One float per item reached 79% of an H100's copy bandwidth for
 // x + 1 and 69% for gelu (bench_bandwidth, 1 GiB; docs/performance.md).
 int OpenclDialect::map_lanes() {
