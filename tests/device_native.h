@@ -82,17 +82,20 @@ inline bool keeps_float32_denormals(const char* dev) {
   return add(tiny, tiny, device(dev)).to_vector<float>()[0] != 0.0f;
 }
 
-// `b` (of dtype d) with float32 denormals made +0, as a device that flushes them may give them
-// (either sign of zero, or the denormal, where the reference keeps one): compared after this,
-// every other value, NaN and infinity included, must still match.
-inline kdiff::Bytes flush_float32_denormals(kdiff::Bytes b, Dtype d) {
-  if (d != float32) return b;
-  for (size_t i = 0; i < b.size() / 4; ++i) {
-    float v;
-    std::memcpy(&v, b.data() + 4 * i, 4);
-    if (std::fabs(v) < 0x1.0p-126f) std::memset(b.data() + 4 * i, 0, 4);
-  }
-  return b;
+// kdiff::compare of a device's result with the reference's, bit for bit, except that where
+// `flushes` (the device's element-wise kernels flush float32 denormals) a float32 denormal or
+// zero of either sign on one side matches any of those on the other; every other value, NaN
+// and infinities included, must still match.
+inline std::string compare_as_device(kdiff::Bytes got, kdiff::Bytes want, Dtype d, bool flushes) {
+  if (flushes && d == float32)
+    for (kdiff::Bytes* b : {&got, &want})
+      for (size_t i = 0; i < b->size() / 4; ++i) {
+        float v;
+        std::memcpy(&v, b->data() + 4 * i, 4);
+        if (std::fabs(v) < 0x1.0p-126f) std::memset(b->data() + 4 * i, 0, 4);
+      }
+  std::string diff = kdiff::compare(got, want, d, {});
+  return diff.empty() || !flushes ? diff : diff + " (float32 denormals taken as zero)";
 }
 
 // A gather's or scatter's shape: `outer` rows of n along the indexed axis, `inner` after it, m

@@ -208,14 +208,7 @@ TEST(NativeOps, DeviceScatterAddKeepsDenormalsAndNaN) {
   for (const char* dev : test::native_devices()) {
     SCOPED_TRACE(dev);
     Bytes got = run_scatter(backend_for(device(dev)), s, float32, a, idx, u);
-    if (test::keeps_float32_denormals(dev)) {
-      EXPECT_EQ(kdiff::compare(got, want, float32, {}), "");
-    } else {  // the device's element-wise kernels flush them too (NVIDIA's Vulkan driver)
-      EXPECT_EQ(kdiff::compare(test::flush_float32_denormals(got, float32),
-                               test::flush_float32_denormals(want, float32), float32, {}),
-                "")
-          << "(denormals flushed)";
-    }
+    EXPECT_EQ(test::compare_as_device(got, want, float32, !test::keeps_float32_denormals(dev)), "");
   }
 }
 

@@ -379,9 +379,7 @@ TEST_F(Vulkan, DivisionByAScalarMatchesReference) {
       std::vector<int64_t> params = {launch_word(Scalar::of(c))};
       Bytes got = kdiff::run(vk_backend(), k, init, params)[1];
       Bytes want = kdiff::run(kdiff::ref_backend(), k, init, params)[1];
-      if (flushes) got = test::flush_float32_denormals(got, d);
-      if (flushes) want = test::flush_float32_denormals(want, d);
-      EXPECT_EQ(kdiff::compare(got, want, d, {}), "") << d.name() << " / " << c;
+      EXPECT_EQ(test::compare_as_device(got, want, d, flushes), "") << d.name() << " / " << c;
     }
   }
 }

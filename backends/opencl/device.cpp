@@ -179,8 +179,14 @@ size_t local_size(const ClDevice& dev, cl_kernel kernel) {
       clGetKernelWorkGroupInfo(kernel, dev.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, nullptr),
       "clGetKernelWorkGroupInfo");
   // KILN_OPENCL_LOCAL_SIZE replaces the cap of 256 (measurements on a device).
-  static const size_t cap =
-      env_count("KILN_OPENCL_LOCAL_SIZE", "the largest work-group size").value_or(256);
+  static const size_t cap = [] {
+    uint64_t n = env_count("KILN_OPENCL_LOCAL_SIZE", "the largest work-group size").value_or(256);
+    if (n == 0)
+      throw_error(
+          "KILN_OPENCL_LOCAL_SIZE is 0: the largest work-group size is at least 1 "
+          "(unset: 256)");
+    return static_cast<size_t>(n);
+  }();
   size_t limit = std::max<size_t>(1, std::min({wg, dev.max_work_group, cap})), p = 1;
   while (p * 2 <= limit) p *= 2;
   return p;

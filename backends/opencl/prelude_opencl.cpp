@@ -67,24 +67,28 @@ inline float kiln_erf(float x) {
   q = fma(q, z, 1.0f);
   return c * (p / q);
 }
-// kiln_erf over 16 lanes, for the vector form of element-wise kernels on CPU devices.
-inline float16 kiln_erf16(float16 x) {
-  float16 c = select(x, (float16)(4.0f), x > (float16)(4.0f));
-  c = select(c, (float16)(-4.0f), c < (float16)(-4.0f));
-  float16 z = c * c;
-  float16 p = fma(z, (float16)(2.0015095640223045e-6f), (float16)(0.00028283157593563815f));
-  p = fma(p, z, (float16)(0.0038033077684824308f));
-  p = fma(p, z, (float16)(0.052852256547350698f));
-  p = fma(p, z, (float16)(0.19167024685191649f));
-  p = fma(p, z, (float16)(1.1283791590578851f));
-  float16 q = fma(z, (float16)(3.7483294648092395e-5f), (float16)(0.0011663487838495679f));
-  q = fma(q, z, (float16)(0.015045922524155666f));
-  q = fma(q, z, (float16)(0.11457382724376274f));
-  q = fma(q, z, (float16)(0.50319622937315642f));
-  q = fma(q, z, (float16)(1.0f));
+)CL";
+
+// kiln_erf over N lanes (floatN, kiln_erfN: opencl_erf4 and the prelude's 16 lanes write N).
+const char* kErfLanes = R"CL(inline floatN kiln_erfN(floatN x) {
+  floatN c = select(x, (floatN)(4.0f), x > (floatN)(4.0f));
+  c = select(c, (floatN)(-4.0f), c < (floatN)(-4.0f));
+  floatN z = c * c;
+  floatN p = fma(z, (floatN)(2.0015095640223045e-6f), (floatN)(0.00028283157593563815f));
+  p = fma(p, z, (floatN)(0.0038033077684824308f));
+  p = fma(p, z, (floatN)(0.052852256547350698f));
+  p = fma(p, z, (floatN)(0.19167024685191649f));
+  p = fma(p, z, (floatN)(1.1283791590578851f));
+  floatN q = fma(z, (floatN)(3.7483294648092395e-5f), (floatN)(0.0011663487838495679f));
+  q = fma(q, z, (floatN)(0.015045922524155666f));
+  q = fma(q, z, (floatN)(0.11457382724376274f));
+  q = fma(q, z, (floatN)(0.50319622937315642f));
+  q = fma(q, z, (floatN)(1.0f));
   return c * (p / q);
 }
-inline long kiln_ipow(long base, long e, int is_signed) {
+)CL";
+
+const char* kTail = R"CL(inline long kiln_ipow(long base, long e, int is_signed) {
   if (is_signed && e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;
   ulong r = 1UL, b = (ulong)base, ue = (ulong)e;
   while (ue) { if (ue & 1UL) r *= b; b *= b; ue >>= 1; }
@@ -92,21 +96,27 @@ inline long kiln_ipow(long base, long e, int is_signed) {
 }
 )CL";
 
+// kErfLanes over `lanes` lanes.
+std::string erf_lanes(int lanes) {
+  std::string f = kErfLanes, n = std::to_string(lanes);
+  for (size_t at; (at = f.find("floatN")) != std::string::npos;) f.replace(at, 6, "float" + n);
+  for (size_t at; (at = f.find("kiln_erfN")) != std::string::npos;)
+    f.replace(at, 9, "kiln_erf" + n);
+  return f;
+}
+
 }  // namespace
 
-const char* opencl_prelude() { return kPrelude; }
+const std::string& opencl_prelude() {
+  static const std::string text =
+      std::string(kPrelude) +
+      "// kiln_erf over 16 lanes, for the vector form of element-wise kernels on CPU devices.\n" +
+      erf_lanes(16) + kTail;
+  return text;
+}
 
-// kiln_erf16 with float4 lanes, written from its text (one fit, two widths).
 const std::string& opencl_erf4() {
-  static const std::string text = [] {
-    std::string all = kPrelude;
-    size_t from = all.find("inline float16 kiln_erf16("), to = all.find("inline long kiln_ipow(");
-    std::string f = all.substr(from, to - from);
-    for (size_t at; (at = f.find("float16")) != std::string::npos;) f.replace(at, 7, "float4");
-    for (size_t at; (at = f.find("kiln_erf16")) != std::string::npos;)
-      f.replace(at, 10, "kiln_erf4");
-    return f;
-  }();
+  static const std::string text = erf_lanes(4);
   return text;
 }
 

@@ -7,8 +7,8 @@
 
 namespace kiln::opencl {
 
-const char* opencl_prelude();
-// kiln_erf4: the 16-lane erf over float4, for a GPU's float4 element-wise kernels.
+const std::string& opencl_prelude();
+// kiln_erf4: the prelude's erf over float4 lanes, for a GPU's float4 element-wise kernels.
 const std::string& opencl_erf4();
 
 }  // namespace kiln::opencl
