@@ -6,6 +6,9 @@
 # MLX_CHECKOUT/python/tests into a temporary folder, changes only their imports (mlx.core ->
 # kiln, mlx.nn -> kiln.nn, mlx.optimizers -> kiln.optimizers, mlx.utils -> kiln.utils), and runs
 # them with pytest from .venv against build/python. docs/porting-from-mlx.md has the results.
+# A file that stops at import counts as none passed; the others run on.
+# YARDSTICK_JUNIT=FILE also writes pytest's JUnit XML report there, which
+# tools/mlx-yardstick-table.py compares, file by file, with the report of MLX's own run.
 set -euo pipefail
 mlx=${1:?usage: tools/mlx-yardstick.sh MLX_CHECKOUT [test_file.py ...]}
 shift
@@ -20,4 +23,5 @@ for f in mlx_tests.py "${files[@]}"; do
 done
 cd "$work"
 KILN_CACHE_DIR="$root/build/tests/kernel-cache" PYTHONPATH="$root/build/python" \
-  "$root/.venv/bin/python" -m pytest -q -p no:cacheprovider -rf "${files[@]}" | tail -${YARDSTICK_TAIL:-40}
+  "$root/.venv/bin/python" -m pytest -q -p no:cacheprovider -rf --continue-on-collection-errors \
+  ${YARDSTICK_JUNIT:+--junitxml="$YARDSTICK_JUNIT"} "${files[@]}" | tail -${YARDSTICK_TAIL:-40}

@@ -43,22 +43,84 @@ if _os.environ.get("KILN_DISABLE_COMPILE", "") not in ("", "0"):
 
 
 def __getattr__(name):
-    # kiln.gpu: the first available OpenCL or Vulkan device that is a GPU, looked up on use.
+    # kiln.gpu: the first available OpenCL or Vulkan device that is a GPU, looked up on use;
+    # without one, a stand-in that is_available() calls unavailable (MLX's mx.gpu on a machine
+    # without a GPU) and that raises kiln.Error, saying why, wherever a device is used.
     if name == "gpu":
         for info in _kiln.devices():
             d = info["device"]
             if d.type in ("opencl", "vulkan") and info["available"] and _is_gpu(info):
                 return d
-        raise Error("kiln.gpu: no OpenCL or Vulkan GPU device is available (found: " +
-                    ", ".join(f"{i['device']} ({i['description'] or i['reason']})"
-                              for i in _kiln.devices()) + "); name a device instead, e.g. "
-                    "kiln.device('opencl')")
+        return _NoGpu()
     raise AttributeError(f"module 'kiln' has no attribute '{name}'")
 
 
+def _no_gpu_message():
+    return ("kiln.gpu: no OpenCL or Vulkan GPU device is available (found: " +
+            ", ".join(f"{i['device']} ({i['description'] or i['reason']})"
+                      for i in _kiln.devices()) + "); name a device instead, e.g. "
+            "kiln.device('opencl')")
+
+
+class _NoGpu(str):
+    """``kiln.gpu`` where the machine has no GPU: ``is_available(kiln.gpu)`` is False, and
+    using it as a device raises kiln.Error with the devices there are (it is the device name
+    "gpu", which no backend has, so every function taking a device refuses it)."""
+
+    def __new__(cls):
+        return super().__new__(cls, "gpu")
+
+    type = "gpu"
+    index = 0
+
+    def __repr__(self):
+        return "Device(gpu, 0)"
+
+    def __eq__(self, other):
+        return isinstance(other, _NoGpu)
+
+    __hash__ = str.__hash__
+
+
+def is_available(device):
+    """Whether ``device`` (a kiln.Device, a device name, or ``kiln.gpu``/``kiln.cpu``) exists
+    on this machine and can run work, as mlx.core.is_available."""
+    if isinstance(device, _NoGpu):
+        return False
+    try:
+        d = device if isinstance(device, Device) else _kiln.device(str(device))
+    except Error:
+        return False
+    return _builtins.any(i["device"] == d and i["available"] for i in _kiln.devices())
+
+
+class _Backend:
+    """mlx.core.metal / mlx.core.cuda: Kiln runs on neither, so is_available() is False, as
+    MLX's are on a machine without them."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def is_available(self):
+        return False
+
+    def device_info(self):
+        raise Error(f"kiln.{self._name}: Kiln has no {self._name} backend (its GPUs are "
+                    "OpenCL and Vulkan devices: kiln.devices())")
+
+    def __repr__(self):
+        return f"<kiln.{self._name}: not available>"
+
+
+metal = _Backend("metal")
+cuda = _Backend("cuda")
+
+
 def _is_gpu(info):
+    # PoCL names itself "Portable Computing Language" in the platform part of the description.
     desc = info["description"].lower()
-    return not _builtins.any(cpu_word in desc for cpu_word in ("pocl", "llvmpipe", "lavapipe", "cpu"))
+    return not _builtins.any(cpu_word in desc for cpu_word in (
+        "pocl", "portable computing language", "llvmpipe", "lavapipe", "cpu"))
 
 
 class CompiledFunction(_kiln.CompiledFunction):
@@ -142,6 +204,7 @@ def profile():
 
 
 from . import random  # noqa: E402  (needs the names above)
+from ._einsum import einsum, einsum_path  # noqa: E402
 
 
 # Schedulers still open at exit finish their jobs while the interpreter can still run them (their

@@ -87,3 +87,49 @@ def categorical(logits, axis=-1, shape=None, num_samples=None, key=None, stream=
     """Indices sampled from the categorical distribution of ``logits`` along ``axis``."""
     return _r.categorical(logits, axis, None if shape is None else _shape(shape), num_samples,
                           _next(key), stream)
+
+
+def _float_dtype(dtype, name):
+    dtype = dtype or _kiln.float32
+    if not dtype.name.startswith(("float", "bfloat")):
+        raise _kiln.Error(f"random.{name}: dtype must be a floating type, got {dtype.name}")
+    return dtype
+
+
+def laplace(shape=(), dtype=None, loc=0.0, scale=1.0, key=None, stream=None):
+    """Laplace with location ``loc`` and scale ``scale``: loc - scale sign(u) log1p(-|u|) for u
+    uniform in (-1, 1), computed in float32 and cast (no infinities in half precision)."""
+    dtype = _float_dtype(dtype, "laplace")
+    u = _r.uniform(-1.0, 1.0, _shape(shape), _kiln.float32, _next(key), stream)
+    # u = -1 exactly would give log1p(-1) = -inf: keep |u| below 1.
+    u = _kiln.clip(u, -0.99999994, 0.99999994, stream=stream)
+    x = _kiln.multiply(_kiln.negative(_kiln.sign(u, stream=stream), stream=stream),
+                       _kiln.log1p(_kiln.negative(_kiln.abs(u, stream=stream), stream=stream),
+                                   stream=stream), stream=stream)
+    x = x.astype(dtype)
+    if _is_number(loc) and _is_number(scale):
+        if scale != 1.0:
+            x = _kiln.multiply(x, scale, stream=stream)
+        return _kiln.add(x, loc, stream=stream) if loc != 0.0 else x
+    return _kiln.add(loc, _kiln.multiply(scale, x, stream=stream), stream=stream)
+
+
+def gumbel(shape=(), dtype=None, key=None, stream=None):
+    """Standard Gumbel: -log(-log(u)) for u uniform in (0, 1)."""
+    dtype = _float_dtype(dtype, "gumbel")
+    u = _r.uniform(0.0, 1.0, _shape(shape), _kiln.float32, _next(key), stream)
+    u = _kiln.clip(u, 1.1754944e-38, 0.99999994, stream=stream)  # log(0) would be -inf
+    g = _kiln.negative(_kiln.log(_kiln.negative(_kiln.log(u, stream=stream), stream=stream),
+                                 stream=stream), stream=stream)
+    return g.astype(dtype)
+
+
+def permutation(x, axis=0, key=None, stream=None):
+    """A random permutation of ``arange(x)`` for an int ``x``, else ``x`` shuffled along
+    ``axis``: the order that sorts one random 32-bit word per position."""
+    if isinstance(x, int):
+        x = _kiln.arange(x, stream=stream)
+    x = _kiln.asarray(x)
+    n = x.shape[axis]
+    order = _kiln.argsort(_r.bits([n], 4, _next(key), stream), stream=stream)
+    return _kiln.take(x, order, axis=axis, stream=stream)

@@ -19,10 +19,25 @@ def test_gpu_is_a_clear_error_without_one():
     gpus = [i for i in mx.devices() if mx._is_gpu(i) and i["device"].type in ("opencl", "vulkan")
             and i["available"]]
     if gpus:
-        assert mx.gpu == gpus[0]["device"]
+        assert mx.gpu == gpus[0]["device"] and mx.is_available(mx.gpu)
     else:
-        with pytest.raises(mx.Error, match="no OpenCL or Vulkan GPU"):
-            mx.gpu
+        # As MLX's mx.gpu without a GPU: it exists, is_available says no, and using it raises.
+        assert not mx.is_available(mx.gpu) and mx.gpu.type == "gpu" and mx.gpu == mx.gpu
+        with pytest.raises(mx.Error, match="no backend named 'gpu'"):
+            mx.set_default_device(mx.gpu)
+        with pytest.raises(mx.Error, match="no backend named 'gpu'"):
+            mx.zeros(3, stream=mx.gpu)
+
+
+def test_is_available_and_the_backends_kiln_lacks():
+    assert mx.is_available(mx.cpu) and mx.is_available("cpu") and mx.is_available("reference")
+    assert not mx.is_available("cpu:7") and not mx.is_available("nosuch")
+    for d in mx.devices():
+        assert mx.is_available(d["device"]) == d["available"]
+    assert mx.metal.is_available() is False and mx.cuda.is_available() is False
+    pocl = {"device": mx.cpu, "available": True, "reason": "",
+            "description": "pthread-skylake (Portable Computing Language, AuthenticAMD)"}
+    assert not mx._is_gpu(pocl)
 
 
 def test_stream_context_and_stream_argument(device):
