@@ -33,10 +33,21 @@ from ._composites import (addmm, all, allclose, any, array_equal, broadcast_arra
                           degrees, eye, identity, isclose, isfinite, isinf, isnan, log2, log10,
                           logaddexp, radians, reciprocal, square, unflatten)
 
+for _name in _composites.NAMES:
+    globals()[_name] = getattr(_composites, _name)
+
 for _name in _composites.METHODS:  # as array methods too, like the C++ ones
     setattr(array, _name, getattr(_composites, _name))
 
 cpu = _kiln.device("cpu")
+
+# mlx.core's constants.
+pi = 3.141592653589793
+e = 2.718281828459045
+euler_gamma = 0.5772156649015329
+inf = float("inf")
+nan = float("nan")
+newaxis = None
 
 if _os.environ.get("KILN_DISABLE_COMPILE", "") not in ("", "0"):
     _kiln.disable_compile()

@@ -124,3 +124,534 @@ def unflatten(a, axis, shape, *, stream=None):
 
 
 METHODS = ("square", "reciprocal", "all", "any")
+
+
+# ---- more of mlx.core's functions, composed the same way ----
+
+import math as _math  # noqa: E402
+
+
+def _arr(a):
+    return _k.asarray(a)
+
+
+def _is_float(dtype):
+    return dtype.name.startswith(("float", "bfloat"))
+
+
+def _axis(axis, ndim, fn):
+    if not -ndim <= axis < ndim:
+        raise _k.Error(f"[{fn}] axis {axis} is out of bounds for an array of {ndim} dimensions")
+    return axis % ndim
+
+
+class finfo:
+    """Machine limits of a floating dtype, as mlx.core.finfo: ``min``, ``max``, ``eps``,
+    ``smallest_normal``, ``bits``, ``dtype``."""
+
+    _LIMITS = {  # max, eps, smallest normal
+        "float16": (65504.0, 0.0009765625, 6.103515625e-05),
+        "bfloat16": (3.3895313892515355e+38, 0.0078125, 1.1754943508222875e-38),
+        "float32": (3.4028234663852886e+38, 1.1920928955078125e-07, 1.1754943508222875e-38),
+        "float64": (1.7976931348623157e+308, 2.220446049250313e-16, 2.2250738585072014e-308),
+    }
+
+    def __init__(self, dtype):
+        name = getattr(dtype, "name", str(dtype))
+        if name not in self._LIMITS:
+            raise _k.Error(f"[finfo] dtype {name} is not inexact")
+        self.dtype = dtype
+        self.max, self.eps, self.smallest_normal = self._LIMITS[name]
+        self.min = -self.max
+        self.bits = dtype.size * 8
+
+    def __repr__(self):
+        return f"finfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype.name})"
+
+
+class iinfo:
+    """Limits of an integer dtype, as mlx.core.iinfo: ``min``, ``max``, ``bits``, ``dtype``."""
+
+    def __init__(self, dtype):
+        name = getattr(dtype, "name", str(dtype))
+        if not name.startswith(("int", "uint")):
+            raise _k.Error(f"[iinfo] dtype {name} is not integral")
+        self.dtype = dtype
+        self.bits = dtype.size * 8
+        if name.startswith("u"):
+            self.min, self.max = 0, 2 ** self.bits - 1
+        else:
+            self.min, self.max = -2 ** (self.bits - 1), 2 ** (self.bits - 1) - 1
+
+    def __repr__(self):
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype.name})"
+
+
+def zeros_like(a, dtype=None, *, stream=None):
+    a = _arr(a)
+    return _k.zeros(a.shape, dtype or a.dtype, stream=stream)
+
+
+def ones_like(a, dtype=None, *, stream=None):
+    a = _arr(a)
+    return _k.ones(a.shape, dtype or a.dtype, stream=stream)
+
+
+def empty(shape, dtype=None, *, stream=None):
+    """zeros: Kiln has no uninitialised arrays."""
+    return _k.zeros(shape, dtype or _k.float32, stream=stream)
+
+
+def empty_like(a, dtype=None, *, stream=None):
+    return zeros_like(a, dtype, stream=stream)
+
+
+def tan(a, *, stream=None):
+    a = _arr(a)
+    return _k.divide(_k.sin(a, stream=stream), _k.cos(a, stream=stream), stream=stream)
+
+
+def sinh(a, *, stream=None):
+    a = _arr(a)
+    return _k.multiply(_k.subtract(_k.exp(a), _k.exp(_k.negative(a))), 0.5, stream=stream)
+
+
+def cosh(a, *, stream=None):
+    a = _arr(a)
+    return _k.multiply(_k.add(_k.exp(a), _k.exp(_k.negative(a))), 0.5, stream=stream)
+
+
+def arcsinh(a, *, stream=None):
+    # sign(x) log(|x| + sqrt(x^2 + 1)), in the log1p form near 0.
+    a = _arr(a)
+    ax = _k.abs(a)
+    r = _k.log1p(_k.add(ax, _k.divide(_k.multiply(ax, ax),
+                                        _k.add(1, _k.sqrt(_k.add(_k.multiply(ax, ax), 1))))))
+    return _k.multiply(_k.sign(a), r, stream=stream)
+
+
+def arccosh(a, *, stream=None):
+    a = _arr(a)
+    return _k.log(_k.add(a, _k.sqrt(_k.multiply(_k.subtract(a, 1), _k.add(a, 1)))),
+                  stream=stream)
+
+
+def arctanh(a, *, stream=None):
+    a = _arr(a)
+    return _k.multiply(_k.subtract(_k.log1p(a), _k.log1p(_k.negative(a))), 0.5, stream=stream)
+
+
+def arctan(a, *, stream=None):
+    """Cephes' atanf: reduced to |x| <= tan(pi/8), then a degree-9 odd polynomial (float32
+    accuracy; float64 inputs get float32 accuracy too)."""
+    a = _arr(a)
+    ax = _k.abs(a)
+    big = _k.greater(ax, 2.414213562373095)
+    mid = _k.logical_and(_k.greater(ax, 0.4142135623730950), _k.logical_not(big))
+    safe = _k.where(_k.equal(ax, 0), 1, ax)
+    # Small |x| keeps its sign (so the derivative at 0 is 1); the reduced ranges use |x| and
+    # take the sign back at the end.
+    x = _k.where(big, _k.divide(-1.0, safe), _k.where(mid, _k.divide(_k.subtract(ax, 1),
+                                                                     _k.add(ax, 1)), a))
+    y0 = _k.where(big, _math.pi / 2, _k.where(mid, _math.pi / 4, 0.0))
+    z = _k.multiply(x, x)
+    p = _k.add(_k.multiply(z, 8.05374449538e-2), -1.38776856032e-1)
+    p = _k.add(_k.multiply(p, z), 1.99777106478e-1)
+    p = _k.add(_k.multiply(p, z), -3.33329491539e-1)
+    r = _k.add(y0, _k.add(_k.multiply(_k.multiply(p, z), x), x))
+    r = _k.where(_k.logical_or(big, mid), _k.multiply(_k.sign(a), r), r, stream=stream)
+    return r.astype(a.dtype) if _is_float(a.dtype) else r
+
+
+def arcsin(a, *, stream=None):
+    a = _arr(a)
+    return arctan(_k.divide(a, _k.sqrt(_k.multiply(_k.subtract(1, a), _k.add(1, a)))),
+                  stream=stream)
+
+
+def arccos(a, *, stream=None):
+    # 2 atan(sqrt((1 - x) / (1 + x))): exact at both ends.
+    a = _arr(a)
+    return _k.multiply(arctan(_k.sqrt(_k.divide(_k.subtract(1, a), _k.add(1, a)))), 2.0,
+                       stream=stream)
+
+
+def _signbit(v):
+    # v < 0, counting -0.0 (1 / -0.0 is -inf).
+    return _k.logical_or(_k.less(v, 0), _k.logical_and(_k.equal(v, 0),
+                                                       _k.less(_k.divide(1.0, v), 0)))
+
+
+def arctan2(a, b, *, stream=None):
+    """The angle of (b, a), in [-pi, pi], with NumPy's results on the axes and signed zeros."""
+    a, b = _arr(a), _arr(b)
+    base = arctan(_k.divide(a, _k.where(_k.equal(b, 0), 1, b)))
+    a_sign = _k.where(_signbit(a), -1.0, 1.0)
+    out = _k.where(_k.less(b, 0), _k.add(base, _k.multiply(a_sign, _math.pi)), base)
+    on_b_axis = _k.multiply(a_sign, _k.where(_signbit(b), _math.pi, 0.0))
+    out = _k.where(_k.equal(b, 0), _k.where(_k.equal(a, 0), on_b_axis,
+                                            _k.multiply(a_sign, _math.pi / 2)), out)
+    return out.astype(base.dtype) if _is_float(base.dtype) else out
+
+
+def conjugate(a, *, stream=None):
+    """The identity on Kiln's real dtypes."""
+    return _arr(a)
+
+
+conj = conjugate
+
+
+def trunc(a, *, stream=None):
+    a = _arr(a)
+    if not _is_float(a.dtype):
+        return a
+    return _k.where(_k.less(a, 0), _k.ceil(a), _k.floor(a), stream=stream)
+
+
+def logical_xor(a, b, *, stream=None):
+    return _k.not_equal(_arr(a).astype(_k.bool_), _arr(b).astype(_k.bool_), stream=stream)
+
+
+def isposinf(a, *, stream=None):
+    a = _arr(a)
+    if not _is_float(a.dtype):
+        return _k.zeros(a.shape, _k.bool_)
+    return _k.equal(a, float("inf"), stream=stream)
+
+
+def isneginf(a, *, stream=None):
+    a = _arr(a)
+    if not _is_float(a.dtype):
+        return _k.zeros(a.shape, _k.bool_)
+    return _k.equal(a, float("-inf"), stream=stream)
+
+
+def nan_to_num(a, nan=0.0, posinf=None, neginf=None, *, stream=None):
+    a = _arr(a)
+    if not _is_float(a.dtype):
+        return a
+    big = finfo(a.dtype).max
+    posinf = big if posinf is None else posinf
+    neginf = -big if neginf is None else neginf
+    out = _k.where(isnan(a), nan, a)
+    out = _k.where(_k.equal(a, float("inf")), posinf, out)
+    return _k.where(_k.equal(a, float("-inf")), neginf, out, stream=stream).astype(a.dtype)
+
+
+def count_nonzero(a, axis=None, keepdims=False, *, stream=None):
+    a = _arr(a)
+    return _k.sum(_k.not_equal(a, 0).astype(_k.int32), axis, keepdims, stream=stream)
+
+
+def atleast_1d(*arrays, stream=None):
+    out = [_k.reshape(a, (1,)) if a.ndim == 0 else a for a in map(_arr, arrays)]
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_2d(*arrays, stream=None):
+    out = []
+    for a in map(_arr, arrays):
+        out.append(_k.reshape(a, (1,) * (2 - a.ndim) + tuple(a.shape)) if a.ndim < 2 else a)
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_3d(*arrays, stream=None):
+    out = []
+    for a in map(_arr, arrays):
+        if a.ndim == 0:
+            a = _k.reshape(a, (1, 1, 1))
+        elif a.ndim == 1:
+            a = _k.reshape(a, (1, a.shape[0], 1))
+        elif a.ndim == 2:
+            a = _k.reshape(a, tuple(a.shape) + (1,))
+        out.append(a)
+    return out[0] if len(out) == 1 else out
+
+
+def broadcast_shapes(*shapes):
+    """The shape ``shapes`` broadcast to (NumPy's rules); ValueError if they do not."""
+    if not shapes:
+        raise _k.Error("[broadcast_shapes] No input shapes provided")
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(ndim):
+        d = 1
+        for s in shapes:
+            j = i - (ndim - len(s))
+            if j < 0 or s[j] == 1:
+                continue
+            if d != 1 and s[j] != d:
+                raise _k.Error(f"[broadcast_shapes] Shapes {tuple(shapes[0])} and "
+                               f"{tuple(s)} cannot be broadcast")
+            d = s[j]
+        out.append(d)
+    return tuple(out)
+
+
+def flip(a, axis=None, *, stream=None):
+    a = _arr(a)
+    axes = range(a.ndim) if axis is None else ([axis] if isinstance(axis, int) else axis)
+    index = [slice(None)] * a.ndim
+    for ax in axes:
+        index[_axis(ax, a.ndim, "flip")] = slice(None, None, -1)
+    return a[tuple(index)] if a.ndim else a
+
+
+def roll(a, shift, axis=None, *, stream=None):
+    a = _arr(a)
+    if axis is None:
+        total = sum(shift) if isinstance(shift, (tuple, list)) else shift
+        return _k.reshape(roll(_k.reshape(a, (-1,)), total, 0), a.shape, stream=stream)
+    shifts = list(shift) if isinstance(shift, (tuple, list)) else [shift]
+    axes = list(axis) if isinstance(axis, (tuple, list)) else [axis]
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
+    if len(axes) == 1:
+        axes = axes * len(shifts)
+    if len(shifts) != len(axes):
+        raise _k.Error(f"[roll] {len(shifts)} shifts and {len(axes)} axes")
+    per_axis = {}
+    for s, ax in zip(shifts, axes):
+        ax = _axis(ax, a.ndim, "roll")
+        per_axis[ax] = per_axis.get(ax, 0) + s
+    for ax, s in per_axis.items():
+        n = a.shape[ax]
+        if n == 0 or s % n == 0:
+            continue
+        s %= n
+        lo = [slice(None)] * a.ndim
+        hi = [slice(None)] * a.ndim
+        lo[ax], hi[ax] = slice(n - s, None), slice(None, n - s)
+        a = _k.concatenate([a[tuple(lo)], a[tuple(hi)]], ax, stream=stream)
+    return a
+
+
+def repeat(array, repeats, axis=None, *, stream=None):
+    a = _arr(array)
+    if axis is None:
+        a, axis = _k.reshape(a, (-1,)), 0
+    axis = _axis(axis, a.ndim, "repeat")
+    shape = list(a.shape)
+    x = _k.expand_dims(a, axis + 1)
+    x = _k.broadcast_to(x, shape[:axis + 1] + [repeats] + shape[axis + 1:])
+    shape[axis] *= repeats
+    return _k.reshape(x, shape, stream=stream)
+
+
+def tile(a, reps, *, stream=None):
+    a = _arr(a)
+    reps = [reps] if isinstance(reps, int) else list(reps)
+    ndim = max(a.ndim, len(reps))
+    shape = [1] * (ndim - a.ndim) + list(a.shape)
+    reps = [1] * (ndim - len(reps)) + reps
+    x = _k.reshape(a, [v for s in shape for v in (1, s)])
+    x = _k.broadcast_to(x, [v for r, s in zip(reps, shape) for v in (r, s)])
+    return _k.reshape(x, [r * s for r, s in zip(reps, shape)], stream=stream)
+
+
+def diagonal(a, offset=0, axis1=0, axis2=1, *, stream=None):
+    """The diagonal ``offset`` above the main one of the (axis1, axis2) planes, as the last
+    axis."""
+    a = _arr(a)
+    ax1, ax2 = _axis(axis1, a.ndim, "diagonal"), _axis(axis2, a.ndim, "diagonal")
+    if ax1 == ax2:
+        raise _k.Error("[diagonal] axis1 and axis2 cannot be the same axis")
+    rest = [i for i in range(a.ndim) if i not in (ax1, ax2)]
+    x = _k.transpose(a, rest + [ax1, ax2])
+    n, m = a.shape[ax1], a.shape[ax2]
+    length = max(0, min(n, m - offset) if offset >= 0 else min(n + offset, m))
+    lead = [a.shape[i] for i in rest]
+    if length == 0:
+        return _k.zeros(lead + [0], a.dtype)
+    start = offset if offset >= 0 else -offset * m
+    flat = _k.reshape(x, lead + [n * m])
+    idx = _k.add(_k.multiply(_k.arange(length), m + 1), start)
+    return _k.take(flat, idx, axis=len(lead), stream=stream)
+
+
+def diag(a, k=0, *, stream=None):
+    a = _arr(a)
+    if a.ndim == 1:
+        # out[i, i + k] = a[i] for k >= 0 (by row), out[j - k, j] = a[j] for k < 0 (by column).
+        n = a.shape[0] + abs(k)
+        rows = _k.reshape(_k.arange(n), (n, 1))
+        mask = _k.equal(_k.add(rows, k), _k.arange(n))
+        src = _k.pad(a, [(0, abs(k))])
+        src = _k.reshape(src, (n, 1) if k >= 0 else (1, n))
+        return _k.where(mask, src, _k.zeros((), a.dtype), stream=stream)
+    if a.ndim == 2:
+        return diagonal(a, k, 0, 1, stream=stream)
+    raise _k.Error("[diag] array must be 1-D or 2-D")
+
+
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, *, stream=None):
+    d = diagonal(a, offset, axis1, axis2)
+    if dtype is not None:
+        d = d.astype(dtype)
+    return _k.sum(d, -1, stream=stream)
+
+
+def tri(n, m=None, k=0, dtype=None, *, stream=None):
+    m = n if m is None else m
+    rows = _k.reshape(_k.arange(n), (n, 1))
+    return _k.less_equal(_k.arange(m), _k.add(rows, k), stream=stream).astype(
+        dtype or _k.float32)
+
+
+def outer(a, b, *, stream=None):
+    a, b = _arr(a), _arr(b)
+    return _k.multiply(_k.reshape(a, (-1, 1)), _k.reshape(b, (1, -1)), stream=stream)
+
+
+def tensordot(a, b, axes=2, *, stream=None):
+    a, b = _arr(a), _arr(b)
+    if isinstance(axes, int):
+        if axes < 0:
+            raise _k.Error("[tensordot] axes must be a non-negative integer")
+        ax_a = list(range(a.ndim - axes, a.ndim))
+        ax_b = list(range(axes))
+    else:
+        ax_a, ax_b = ([x] if isinstance(x, int) else list(x) for x in axes)
+    if len(ax_a) != len(ax_b):
+        raise _k.Error("[tensordot] axes must have the same number of dimensions")
+    ax_a = [_axis(x, a.ndim, "tensordot") for x in ax_a]
+    ax_b = [_axis(x, b.ndim, "tensordot") for x in ax_b]
+    for x, y in zip(ax_a, ax_b):
+        if a.shape[x] != b.shape[y]:
+            raise _k.Error(f"[tensordot] axis {x} of a ({a.shape[x]}) and axis {y} of b "
+                           f"({b.shape[y]}) differ")
+    free_a = [i for i in range(a.ndim) if i not in ax_a]
+    free_b = [i for i in range(b.ndim) if i not in ax_b]
+    k = _math.prod(a.shape[i] for i in ax_a)
+    at = _k.reshape(_k.transpose(a, free_a + ax_a), (-1, k))
+    bt = _k.reshape(_k.transpose(b, ax_b + free_b), (k, -1))
+    return _k.reshape(_k.matmul(at, bt), [a.shape[i] for i in free_a] +
+                      [b.shape[i] for i in free_b], stream=stream)
+
+
+def inner(a, b, *, stream=None):
+    a, b = _arr(a), _arr(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return _k.multiply(a, b, stream=stream)
+    return tensordot(a, b, ([a.ndim - 1], [b.ndim - 1]), stream=stream)
+
+
+def vecdot(a, b, axis=-1, *, stream=None):
+    a, b = _arr(a), _arr(b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise _k.Error("[vecdot] inputs must have at least one dimension")
+    shape = broadcast_shapes(a.shape, b.shape)
+    _axis(axis, len(shape), "vecdot")
+    if a.shape[axis] != b.shape[axis]:
+        raise _k.Error(f"[vecdot] the sizes on axis {axis} differ: {a.shape[axis]} and "
+                       f"{b.shape[axis]}")
+    return _k.sum(_k.multiply(a, b), axis, stream=stream)
+
+
+def kron(a, b, *, stream=None):
+    a, b = _arr(a), _arr(b)
+    if a.size == 0 or b.size == 0:
+        raise _k.Error("[kron] Input arrays cannot be empty.")
+    ndim = max(a.ndim, b.ndim)
+    sa = [1] * (ndim - a.ndim) + list(a.shape)
+    sb = [1] * (ndim - b.ndim) + list(b.shape)
+    x = _k.reshape(a, [v for s in sa for v in (s, 1)])
+    y = _k.reshape(b, [v for s in sb for v in (1, s)])
+    return _k.reshape(_k.multiply(x, y), [p * q for p, q in zip(sa, sb)], stream=stream)
+
+
+def linspace(start, stop, num=50, endpoint=True, dtype=None, *, stream=None):
+    """``num`` values from ``start`` to ``stop`` (included with ``endpoint``), computed in
+    float32 as MLX does, so both ends are exactly the ones given."""
+    if num < 0:
+        raise _k.Error(f"[linspace] number of samples, {num}, must be non-negative.")
+    dtype = dtype or _k.float32
+    if num == 0:
+        return _k.zeros((0,), dtype)
+    if num == 1:
+        return _k.full((1,), start, _k.float32).astype(dtype)
+    div = num - 1 if endpoint else num
+    t = _k.divide(_k.arange(0, num, dtype=_k.float32), float(div))
+    t_bar = _k.divide(_k.arange(div, div - num, -1, dtype=_k.float32), float(div))
+    out = _k.add(_k.multiply(t_bar, _k.array(start, _k.float32)),
+                 _k.multiply(t, _k.array(stop, _k.float32)), stream=stream)
+    return out.astype(dtype)
+
+
+def meshgrid(*arrays, sparse=False, indexing="xy", stream=None):
+    if indexing not in ("xy", "ij"):
+        raise _k.Error(f"[meshgrid] indexing must be 'xy' or 'ij', got {indexing!r}")
+    arrays = [_k.reshape(_arr(a), (-1,)) for a in arrays]
+    n = len(arrays)
+    shapes = []
+    for i, a in enumerate(arrays):
+        shape = [1] * n
+        shape[i] = a.shape[0]
+        shapes.append(shape)
+    if indexing == "xy" and n > 1:
+        for s in shapes:
+            s[0], s[1] = s[1], s[0]
+    out = [_k.reshape(a, s) for a, s in zip(arrays, shapes)]
+    if not sparse:
+        full = broadcast_shapes(*[tuple(s) for s in shapes]) if out else ()
+        out = [_k.broadcast_to(o, full, stream=stream) for o in out]
+    return tuple(out)
+
+
+def diff(a, n=1, axis=-1, *, stream=None):
+    a = _arr(a)
+    if n < 0:
+        raise _k.Error(f"[diff] order must be non-negative, got {n}")
+    ax = _axis(axis, a.ndim, "diff")
+    for _ in range(n):
+        hi = [slice(None)] * a.ndim
+        lo = [slice(None)] * a.ndim
+        hi[ax], lo[ax] = slice(1, None), slice(None, -1)
+        a = _k.subtract(a[tuple(hi)], a[tuple(lo)], stream=stream)
+    return a
+
+
+def unstack(x, axis=0, *, stream=None):
+    x = _arr(x)
+    ax = _axis(axis, x.ndim, "unstack")
+    return [_k.squeeze(p, ax) for p in _k.split(x, x.shape[ax], ax)] if x.shape[ax] else []
+
+
+def _window(M, fn):
+    if M < 1:
+        return _k.zeros((0,), _k.float32)
+    if M == 1:
+        return _k.ones((1,), _k.float32)
+    n = _k.arange(M, dtype=_k.float32)
+    return fn(n, M - 1)
+
+
+def hanning(M, *, stream=None):
+    return _window(M, lambda n, d: _k.subtract(0.5, _k.multiply(
+        _k.cos(_k.multiply(n, 2 * _math.pi / d)), 0.5)))
+
+
+def hamming(M, *, stream=None):
+    return _window(M, lambda n, d: _k.subtract(0.54, _k.multiply(
+        _k.cos(_k.multiply(n, 2 * _math.pi / d)), 0.46)))
+
+
+def blackman(M, *, stream=None):
+    return _window(M, lambda n, d: _k.add(_k.subtract(0.42, _k.multiply(
+        _k.cos(_k.multiply(n, 2 * _math.pi / d)), 0.5)), _k.multiply(
+        _k.cos(_k.multiply(n, 4 * _math.pi / d)), 0.08)))
+
+
+def bartlett(M, *, stream=None):
+    return _window(M, lambda n, d: _k.subtract(1, _k.abs(_k.divide(
+        _k.subtract(_k.multiply(n, 2.0), d), float(d)))))
+
+
+NAMES = ("finfo", "iinfo", "zeros_like", "ones_like", "empty", "empty_like", "tan", "sinh",
+         "cosh", "arcsinh", "arccosh", "arctanh", "arctan", "arcsin", "arccos", "arctan2",
+         "conjugate", "conj", "trunc", "logical_xor", "isposinf", "isneginf", "nan_to_num",
+         "count_nonzero", "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_shapes", "flip",
+         "roll", "repeat", "tile", "diagonal", "diag", "trace", "tri", "outer", "tensordot",
+         "inner", "vecdot", "kron", "linspace", "meshgrid", "diff", "unstack", "hanning",
+         "hamming", "blackman", "bartlett")

@@ -86,3 +86,105 @@ def test_random_permutation_laplace_gumbel():
     a = mx.random.laplace((3, 2), loc=1.0, scale=2.0, key=key)
     b = 2.0 * mx.random.laplace((3, 2), key=key) + 1.0
     assert mx.allclose(a, b).item()
+
+
+def test_shape_functions_match_numpy():
+    a = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    x = mx.array(a)
+    for reps in (2, [2, 1], [2, 2], [3, 1, 1, 2]):
+        assert np.array_equal(mx.tile(x, reps), np.tile(a, reps))
+    for r, axis in ((2, None), (0, 0), (3, 1), (2, -1)):
+        assert np.array_equal(mx.repeat(x, r, axis=axis), np.repeat(a, r, axis=axis))
+    for shift, axis in ((1, None), ((2, 2, 2), None), (-1, 0), ((1, 2), (1, 2)), ((33, 33), (1, 1)),
+                        (5, (0, 2))):
+        assert np.array_equal(mx.roll(x, shift, axis), np.roll(a, shift, axis)), (shift, axis)
+    for axis in (None, 0, -1, (0, 2)):
+        assert np.array_equal(mx.flip(x, axis=axis), np.flip(a, axis=axis))
+    with pytest.raises(ValueError):
+        mx.flip(x, axis=3)
+    for offset, a1, a2 in ((0, 0, 1), (1, 1, 2), (-1, 2, 0), (2, -1, 0), (7, 1, 2)):
+        assert np.array_equal(mx.diagonal(x, offset, a1, a2), np.diagonal(a, offset, a1, a2))
+        assert np.array_equal(mx.trace(x, offset, a1, a2), np.trace(a, offset, a1, a2))
+    m = a[0]
+    for k in (-2, -1, 0, 1, 3, 10):
+        assert np.array_equal(mx.diag(mx.array(m), k), np.diag(m, k))
+        assert np.array_equal(mx.diag(mx.array([2, 6, 1]), k=k), np.diag([2, 6, 1], k=k))
+        assert np.array_equal(mx.tri(4, 5, k), np.tri(4, 5, k).astype(np.float32))
+    assert mx.trace(x[0], dtype=mx.float16).dtype == mx.float16
+    assert np.array_equal(mx.diff(x, axis=1), np.diff(a, axis=1))
+    assert np.array_equal(mx.diff(x, n=2), np.diff(a, n=2))
+    parts = mx.unstack(x, axis=1)
+    assert len(parts) == 3 and np.array_equal(parts[2], a[:, 2])
+    assert mx.atleast_1d(mx.array(1)).shape == (1,) and mx.atleast_3d(mx.ones(3)).shape == (1, 3, 1)
+    assert [t.shape for t in mx.atleast_2d(mx.array(1), mx.ones(3))] == [(1, 1), (1, 3)]
+    assert mx.broadcast_shapes((5, 1, 4), (1, 3, 4)) == (5, 3, 4)
+    assert mx.broadcast_shapes((5, 0), (0, 5, 0)) == (0, 5, 0)
+    with pytest.raises(ValueError):
+        mx.broadcast_shapes((3, 4), (4, 3))
+    for xs, ys in (([1, 2, 3], [4, 5]), ([1.5], [2.0, 3.0, 4.0])):
+        for indexing in ("xy", "ij"):
+            for sparse in (False, True):
+                got = mx.meshgrid(mx.array(xs), mx.array(ys), sparse=sparse, indexing=indexing)
+                want = np.meshgrid(np.array(xs), np.array(ys), sparse=sparse, indexing=indexing)
+                assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
+def test_products_and_sequences_match_numpy():
+    a, b = rand(3, 4, 5), rand(4, 3, 2, seed=1)
+    np.testing.assert_allclose(mx.tensordot(mx.array(a), mx.array(b), axes=([1, 0], [0, 1])),
+                               np.tensordot(a, b, axes=([1, 0], [0, 1])), rtol=1e-5, atol=1e-5)
+    c = rand(4, 5, 6, seed=2)
+    np.testing.assert_allclose(mx.tensordot(mx.array(a), mx.array(c)), np.tensordot(a, c),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(mx.inner(mx.array(a), mx.array(a[0, 0])), np.inner(a, a[0, 0]),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(mx.outer(mx.array(a[0, 0]), mx.array(b[0, 0])),
+                               np.outer(a[0, 0], b[0, 0]), rtol=1e-6)
+    i, j = np.array([[1, 2], [3, 4]]), np.array([[0, 5], [6, 7]])
+    assert np.array_equal(mx.kron(mx.array(i), mx.array(j)), np.kron(i, j))
+    assert np.array_equal(mx.kron(mx.array([1, 2]), mx.array(j)), np.kron([1, 2], j))
+    with pytest.raises(ValueError):
+        mx.kron(mx.array([]), mx.array([1, 2]))
+    assert mx.vecdot(mx.array([[1, 2, 3], [4, 5, 6]]), mx.array([[7, 8, 9], [10, 11, 12]])).tolist() == [50, 167]
+    np.testing.assert_allclose(mx.linspace(-2.7, -0.7, 7), np.linspace(-2.7, -0.7, 7), rtol=1e-6)
+    assert mx.linspace(0, 10, 5, dtype=mx.int64).tolist() == [0, 2, 5, 7, 10]
+    d = mx.linspace(0.3, 1.7, 9).tolist()
+    assert d[0] == np.float32(0.3) and d[-1] == np.float32(1.7)
+    np.testing.assert_allclose(mx.linspace(0, 1, 4, endpoint=False), np.linspace(0, 1, 4, endpoint=False))
+    for name in ("hanning", "hamming", "blackman", "bartlett"):
+        for m in (0, 1, 10):
+            got = getattr(mx, name)(m)
+            assert got.dtype == mx.float32
+            np.testing.assert_allclose(got, getattr(np, name)(m), atol=1e-6)
+
+
+def test_elementwise_functions_match_numpy():
+    x = np.linspace(-0.95, 0.95, 41).astype(np.float32)
+    big = np.linspace(-30, 30, 61).astype(np.float32)
+    for name, vals in (("tan", x), ("sinh", x), ("cosh", x), ("arcsinh", big), ("arctanh", x),
+                       ("arctan", big), ("arcsin", x), ("arccos", x), ("trunc", big * 0.37)):
+        np.testing.assert_allclose(getattr(mx, name)(mx.array(vals)), getattr(np, name)(vals),
+                                   rtol=2e-6, atol=2e-6, err_msg=name)
+    np.testing.assert_allclose(mx.arccosh(mx.array(big[big >= 1])), np.arccosh(big[big >= 1]),
+                               rtol=2e-6)
+    assert mx.arctan(0.5).item() == pytest.approx(np.arctan(0.5), rel=1e-6)
+    ys, xs = np.meshgrid(np.array([-2, -0.0, 0.0, 1.5], np.float32), np.array([-3, 0, 2], np.float32))
+    np.testing.assert_allclose(mx.arctan2(mx.array(ys), mx.array(xs)), np.arctan2(ys, xs),
+                               rtol=2e-6, atol=2e-6)
+    g = mx.grad(lambda v: mx.sum(mx.arctan(v)))(mx.array(big))
+    np.testing.assert_allclose(g, 1 / (1 + big.astype(np.float64) ** 2), rtol=1e-5, atol=1e-7)
+    special = np.array([np.inf, 6.9, np.nan, -np.inf], np.float32)
+    for kw in ({}, {"nan": 1.0, "posinf": 1000, "neginf": -1000}):
+        np.testing.assert_allclose(mx.nan_to_num(mx.array(special), **kw), np.nan_to_num(special, **kw))
+    bf = mx.nan_to_num(mx.array(special).astype(mx.bfloat16))
+    assert bf.astype(mx.float32).tolist()[0] == mx.finfo(mx.bfloat16).max
+    assert mx.isposinf(mx.array(special)).tolist() == [True, False, False, False]
+    assert mx.isneginf(mx.array(special)).tolist() == [False, False, False, True]
+    assert mx.isposinf(mx.array([1, 2])).tolist() == [False, False]
+    assert mx.logical_xor(mx.array([True, True, False]), mx.array([True, False, False])).tolist() == [False, True, False]
+    c = mx.array([[0, 1, 0], [2, 3, 0]])
+    assert mx.count_nonzero(c, axis=0).tolist() == [1, 2, 0] and mx.count_nonzero(c).dtype == mx.int32
+    assert mx.zeros_like(c, mx.float16).dtype == mx.float16 and mx.empty_like(c).dtype == mx.int32
+    assert mx.iinfo(mx.int32).max == 2**31 - 1 and mx.iinfo(mx.uint8).max == 255
+    assert mx.finfo(mx.float16).max == 65504 and mx.finfo(mx.float32).eps == np.finfo(np.float32).eps
+    assert mx.pi == np.pi and mx.e == np.e and mx.inf == np.inf and mx.newaxis is None
