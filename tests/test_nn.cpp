@@ -106,8 +106,9 @@ TEST(Nn, LossesMatchTheirDefinitions) {
   EXPECT_NEAR(ls[2], 3 - std::log(std::exp(1) + std::exp(2) + std::exp(3)), 1e-12);
 }
 
-// The compiled step of the README: parameters and optimizer state captured, a learning rate
-// change between steps. One trace; the same losses as the step run uncompiled.
+// The compiled step of docs/guide.md ("Transforms and training"): parameters and optimizer
+// state captured, a learning rate change between steps. One trace; the same losses as the step
+// run uncompiled.
 std::vector<double> train(bool compiled, size_t* traces) {
   Array x = random::uniform({8, 5}, float32, random::key(4));
   Array y = astype(random::uniform({8}, float32, random::key(5)) > 0.5, float32);

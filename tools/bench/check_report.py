@@ -1,8 +1,9 @@
-"""Checks what `kiln bench` wrote: the JSON follows schema kiln-bench/1 (README "kiln bench"),
-every case ran on every device in each of its modes without an error, every record states its
-bound and no compute-bound case passes the FMA peak, and the HTML report is self-contained with
-its three charts and the device table (with each case's bound). Used by tests/quiet_check.py (the
-demo suite in make test, the quick suite in make test-long) and `make bench-report`.
+"""Checks what `kiln bench` wrote: the JSON follows schema kiln-bench/1 (docs/performance.md,
+"Measuring"), every case ran on every device in each of its modes without an error, every record
+states its bound and no compute-bound case passes the FMA peak, and the HTML report is
+self-contained with its three charts and the device table (with each case's bound). Used by
+tests/quiet_check.py (the demo suite in make test, the quick suite in make test-long) and
+`make bench-report`.
   python3 tools/bench/check_report.py results.json report.html
 """
 import json
