@@ -39,6 +39,96 @@ for _name in _composites.NAMES:
 for _name in _composites.METHODS:  # as array methods too, like the C++ ones
     setattr(array, _name, getattr(_composites, _name))
 
+_getitem = array.__getitem__
+_eq, _ne = array.__eq__, array.__ne__
+
+
+def _expand_none(a, index):
+    # a[..., None, :] as NumPy: each None a new axis of size 1 where it stands. The array is
+    # reshaped to hold those axes and each None becomes a full slice.
+    if not isinstance(index, tuple):
+        index = (index,)
+    consumed = _builtins.sum(1 for i in index if i is not None and i is not Ellipsis)
+    shape, new_index, at = [], [], 0
+    for i in index:
+        if i is None:
+            shape.append(1)
+            new_index.append(slice(None))
+        elif i is Ellipsis:
+            span = a.ndim - consumed
+            shape.extend(a.shape[at:at + span])
+            new_index.extend([slice(None)] * span)
+            at += span
+        else:
+            shape.append(a.shape[at])
+            new_index.append(i)
+            at += 1
+    shape.extend(a.shape[at:])
+    return _kiln.reshape(a, shape), tuple(new_index)
+
+
+def _is_index_array(i):
+    return not isinstance(i, (int, slice, type(Ellipsis), type(None))) and hasattr(
+        i, "__len__" if isinstance(i, list) else "shape")
+
+
+def _broadcast_index(a, index):
+    # NumPy's rule for several index arrays that broadcast to more than one axis (the C++
+    # indexing orders those axes wrongly): the indexed axes moved to the front and flattened,
+    # one take of the flat positions, and the broadcast axes put where the first index array
+    # stood when the index arrays (and ints) are adjacent, else first.
+    entries = []
+    for i in index:
+        if i is Ellipsis:
+            entries.extend([slice(None)] * (a.ndim - (len(index) - 1)))
+        else:
+            entries.append(i)
+    entries += [slice(None)] * (a.ndim - len(entries))
+    adv = [k for k, e in enumerate(entries) if not isinstance(e, slice)]
+    a = _getitem(a, tuple(e if isinstance(e, slice) else slice(None) for e in entries))
+    idx = [_kiln.asarray(entries[k]).astype(int32) for k in adv]
+    idx = [_kiln.where(_kiln.less(i, 0), _kiln.add(i, a.shape[k]), i) for i, k in zip(idx, adv)]
+    rest = [k for k in range(a.ndim) if k not in adv]
+    flat, stride = None, 1
+    for i, k in reversed(list(zip(idx, adv))):
+        term = _kiln.multiply(i, stride) if stride != 1 else i
+        flat = term if flat is None else _kiln.add(flat, term)
+        stride *= a.shape[k]
+    t = _kiln.reshape(_kiln.transpose(a, adv + rest), [stride] + [a.shape[k] for k in rest])
+    out = _kiln.take(t, flat, axis=0)
+    if adv == list(range(adv[0], adv[-1] + 1)) and adv[0] > 0:
+        nb = flat.ndim
+        order = list(range(nb, nb + adv[0])) + list(range(nb)) + list(
+            range(nb + adv[0], out.ndim))
+        out = _kiln.transpose(out, order)
+    return out
+
+
+def _array_getitem(self, index):
+    if index is None or (type(index) is tuple and _builtins.any(i is None for i in index)):
+        self, index = _expand_none(self, index)
+    if type(index) is tuple:
+        arrays = [i for i in index if _is_index_array(i)]
+        if len(arrays) > 1 and _builtins.any(
+                len(getattr(i, "shape", (0,))) > 1 or (isinstance(i, list) and i and
+                                                      isinstance(i[0], list)) for i in arrays):
+            return _broadcast_index(self, index)
+    return _getitem(self, index)
+
+
+def _array_eq(self, other):
+    # array == "causal" is False (no element type to compare with), as in MLX.
+    return NotImplemented if isinstance(other, str) else _eq(self, other)
+
+
+def _array_ne(self, other):
+    return NotImplemented if isinstance(other, str) else _ne(self, other)
+
+
+array.__getitem__ = _array_getitem
+array.__eq__ = _array_eq
+array.__ne__ = _array_ne
+
 cpu = _kiln.device("cpu")
 
 # mlx.core's constants.
@@ -216,6 +306,7 @@ def profile():
 
 from . import random  # noqa: E402  (needs the names above)
 from ._einsum import einsum, einsum_path  # noqa: E402
+from . import fast  # noqa: E402
 
 
 # Schedulers still open at exit finish their jobs while the interpreter can still run them (their

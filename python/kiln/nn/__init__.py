@@ -3,6 +3,8 @@
 Modules are dicts of arrays and submodules (module.py), so compile, grad and kiln.optimizers
 see a model as a pytree. Layers, activations, losses and initialisers are compositions of
 kiln ops. There is no Conv1d: Kiln has no convolution op (kiln.h) to build it on.
+The recurrent, transformer, positional-encoding, pooling and upsampling layers and the
+normalizations beyond LayerNorm/RMSNorm are MLX's Python (MIT licence) on Kiln's ops.
 """
 
 from . import init, losses
@@ -15,10 +17,16 @@ from .activations import (CELU, ELU, GELU, GLU, SELU, HardShrink, Hardswish, Har
                           silu, softmax, softmin, softplus, softshrink, softsign, step, tanh)
 from .attention import MultiHeadAttention
 from .containers import Sequential
-from .dropout import Dropout
+from .dropout import Dropout, Dropout2d, Dropout3d
 from .embedding import Embedding
 from .linear import Bilinear, Identity, Linear
 from .module import Module
-from .normalization import LayerNorm, RMSNorm
-from .utils import average_gradients
+from .normalization import BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RMSNorm
+from .pooling import (AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d)
+from .positional_encoding import ALiBi, RoPE, SinusoidalPositionalEncoding
+from .recurrent import GRU, LSTM, RNN
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
+from .upsample import Upsample
+from .utils import average_gradients, checkpoint
 from .value_and_grad import value_and_grad

@@ -85,3 +85,51 @@ def he_uniform(dtype=None):
         return mx.random.uniform(-limit, limit, a.shape, dtype)
 
     return init
+
+
+def sparse(sparsity, mean=0.0, std=1.0, dtype=None):
+    """A normal(mean, std) matrix with ceil(sparsity * columns) entries of each row set to 0,
+    the zeroed columns drawn independently per row (mlx.nn.init.sparse)."""
+    dtype = dtype or mx.float32
+
+    def init(a):
+        if a.ndim != 2:
+            raise mx.Error("Only tensors with 2 dimensions are supported")
+        rows, cols = a.shape
+        num_zeros = int(math.ceil(sparsity * cols))
+        # Each entry's rank within its row under a random order: the lowest num_zeros go.
+        rank = mx.argsort(mx.argsort(mx.random.uniform(shape=a.shape), axis=1), axis=1)
+        values = mx.random.normal(a.shape, dtype, loc=mean, scale=std)
+        return mx.where(rank < num_zeros, mx.zeros((), dtype), values)
+
+    return init
+
+
+def orthogonal(gain=1.0, dtype=None):
+    """A matrix with orthonormal rows or columns (whichever are fewer), times ``gain``: the Q
+    of a random normal square matrix, by Gram-Schmidt run twice per column in float64 (Kiln has
+    no QR yet; MLX takes linalg.qr's Q with R's diagonal made positive, the same
+    distribution). Builds one step per column: meant for initialisation, not large n in a
+    loop."""
+    dtype = dtype or mx.float32
+
+    def init(a):
+        if a.ndim != 2:
+            raise mx.Error("Orthogonal initialization requires a 2D array but got"
+                           f" a {a.ndim}D array.")
+        rows, cols = a.shape
+        n = max(rows, cols)
+        m = mx.random.normal((n, n)).astype(mx.float64)
+        q = None
+        for j in range(n):
+            v = m[:, j:j + 1]
+            if q is not None:
+                for _ in range(2):
+                    v = v - mx.matmul(q, mx.matmul(q.T, v))
+            v = v / mx.sqrt(mx.sum(v * v))
+            q = v if q is None else mx.concatenate([q, v], axis=1)
+            if j % 32 == 31:
+                mx.eval(q)
+        return (q[:rows, :cols] * gain).astype(dtype)
+
+    return init

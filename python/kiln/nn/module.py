@@ -75,7 +75,7 @@ class Module(dict):
 
     def __repr__(self):
         extra = self._extra_repr()
-        children = [(k, v) for k, v in self.items() if isinstance(v, (Module, list))]
+        children = [(k, v) for k, v in self.items() if _holds_module(v)]
         if not children:
             return f"{type(self).__name__}({extra})"
         lines = [f"{type(self).__name__}({extra}"]
@@ -301,7 +301,11 @@ def _is_module(v):
 
 def _update_tree(dst, src, strict, where, is_value):
     # Writes src's values into dst's containers (in place), descending where dst holds
-    # containers; is_value says which of dst's entries are replaced whole.
+    # containers; is_value says which of dst's entries are replaced whole. An empty dict or
+    # list updates nothing, whatever dst is: parameters() gives {} for a list's non-array
+    # entries (a layer's input_shape list of ints), as MLX does, and update takes it back.
+    if isinstance(src, (dict, list, tuple)) and not src:
+        return
     if isinstance(src, dict):
         if not isinstance(dst, dict):
             raise mx.Error(f"update: {where} is a {type(dst).__name__}, given a dict")

@@ -1,9 +1,16 @@
-"""mlx.nn.utils' data-parallel helper: average_gradients."""
+"""mlx.nn.utils: the data-parallel helper average_gradients, and checkpoint."""
 
 import kiln as mx
 from kiln.utils import tree_map
 
-__all__ = ["average_gradients"]
+__all__ = ["average_gradients", "checkpoint"]
+
+
+def checkpoint(module, fn=None):
+    """mlx.nn.utils.checkpoint's signature; Kiln has no rematerialisation (mx.checkpoint), so
+    the function runs as it is and its gradient keeps the forward pass's intermediates (the
+    same values, more memory)."""
+    return module if fn is None else fn
 
 
 def average_gradients(gradients, group=None, all_reduce_size=32 * 1024**2,
