@@ -307,6 +307,7 @@ def profile():
 from . import random  # noqa: E402  (needs the names above)
 from ._einsum import einsum, einsum_path  # noqa: E402
 from . import fast  # noqa: E402
+from ._io import load, save, save_gguf, save_safetensors, savez, savez_compressed  # noqa: E402
 
 
 # Schedulers still open at exit finish their jobs while the interpreter can still run them (their

@@ -35,11 +35,18 @@ def isfinite(a, *, stream=None):
 
 
 def all(a, axis=None, keepdims=False, *, stream=None):  # noqa: A001  (mlx.core's name)
-    return _k.min(_k.asarray(a).astype(_k.bool_), axis, keepdims, stream=stream)
+    a = _k.asarray(a)
+    if a.size == 0:  # min has no identity; all of nothing is True
+        return _k.equal(_k.sum(_k.logical_not(a.astype(_k.bool_)).astype(_k.int32), axis,
+                               keepdims), 0, stream=stream)
+    return _k.min(a.astype(_k.bool_), axis, keepdims, stream=stream)
 
 
 def any(a, axis=None, keepdims=False, *, stream=None):  # noqa: A001
-    return _k.max(_k.asarray(a).astype(_k.bool_), axis, keepdims, stream=stream)
+    a = _k.asarray(a)
+    if a.size == 0:  # any of nothing is False
+        return _k.greater(_k.sum(a.astype(_k.int32), axis, keepdims), 0, stream=stream)
+    return _k.max(a.astype(_k.bool_), axis, keepdims, stream=stream)
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False, *, stream=None):

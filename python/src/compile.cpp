@@ -54,7 +54,7 @@ struct PyCompiled {
       Flat r = flatten(result, Leaves::Constants, "the compiled function's result");
       e.out_structure = r.structure;
       if (!outputs.is_none()) {
-        Flat o = flatten(outputs, Leaves::Arrays, "outputs");
+        Flat o = flatten(outputs, Leaves::Any, "outputs");
         e.state_structure = o.structure;
         output_container() = std::move(o.arrays);
       }
@@ -117,8 +117,10 @@ struct PyCompiled {
       if (Entry* found = fast_entry(args, kwargs, flat)) return *found;
     flat = flatten(nb::make_tuple(args, kwargs), Leaves::Constants, "compile: an argument");
     // The captured inputs' shape is part of the key: a trace serves one shape of the state.
+    // Leaves that are not arrays (a module's stride tuple, a list of ints) are kept as they are
+    // and not captured, as MLX skips them; their values are part of the key.
     Flat state_in{{}, nb::none()};
-    if (!inputs.is_none()) state_in = flatten(inputs, Leaves::Arrays, "inputs");
+    if (!inputs.is_none()) state_in = flatten(inputs, Leaves::Any, "inputs");
     Entry& e = entry_for(nb::make_tuple(flat.structure, state_in.structure));
     bool all_arrays = true;
     for (nb::handle h : args) all_arrays = all_arrays && nb::isinstance<Array>(h);
@@ -156,12 +158,12 @@ struct PyCompiled {
     }
     nb::object in_structure = nb::none();
     if (!inputs.is_none()) {
-      Flat f = flatten(inputs, Leaves::Arrays, "inputs");
+      Flat f = flatten(inputs, Leaves::Any, "inputs");
       in_structure = f.structure;
       in_state = std::move(f.arrays);
     }
     if (!outputs.is_none() && !shared())
-      out_state = flatten(outputs, Leaves::Arrays, "outputs").arrays;
+      out_state = flatten(outputs, Leaves::Any, "outputs").arrays;
     bool detached = shared() && write_back;
     if (detached) detach_state();
     // A failed step: the tree gets back what C++ left in the container (the old state, or the

@@ -188,3 +188,82 @@ def test_elementwise_functions_match_numpy():
     assert mx.iinfo(mx.int32).max == 2**31 - 1 and mx.iinfo(mx.uint8).max == 255
     assert mx.finfo(mx.float16).max == 65504 and mx.finfo(mx.float32).eps == np.finfo(np.float32).eps
     assert mx.pi == np.pi and mx.e == np.e and mx.inf == np.inf and mx.newaxis is None
+
+
+def test_safetensors_npz_npy_files_match_numpy(tmp_path):
+    import io
+    import json
+    import struct
+    a = np.arange(12, dtype=np.float32).reshape(3, 4) / 3
+    arrays = {"f32": mx.array(a), "t": mx.array(a).T, "i64": mx.arange(5).astype(mx.int64),
+              "b": mx.array([True, False]), "f16": mx.array(a).astype(mx.float16),
+              "bf16": mx.array(a).astype(mx.bfloat16), "empty": mx.zeros((0, 3))}
+    path = str(tmp_path / "w.safetensors")
+    mx.save_safetensors(path, arrays, {"format": "mlx"})
+    # The format itself: a little-endian u64 header length, JSON, then C-order bytes.
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    assert header["__metadata__"] == {"format": "mlx"} and header["t"]["shape"] == [4, 3]
+    lo, hi = header["t"]["data_offsets"]
+    assert np.array_equal(np.frombuffer(raw[8 + n + lo:8 + n + hi], np.float32).reshape(4, 3), a.T)
+    lo, hi = header["bf16"]["data_offsets"]
+    bf = np.frombuffer(raw[8 + n + lo:8 + n + hi], np.uint16).astype(np.uint32) << 16
+    np.testing.assert_allclose(bf.view(np.float32).reshape(3, 4), a, rtol=1e-2)
+    loaded, meta = mx.load(path, return_metadata=True)
+    assert meta == {"format": "mlx"} and set(loaded) == set(arrays)
+    for k, v in arrays.items():
+        assert loaded[k].dtype == v.dtype and loaded[k].shape == v.shape
+        assert mx.array_equal(loaded[k], v).item(), k
+    with pytest.raises(ValueError):
+        mx.save_safetensors(path, {"a": mx.ones(2)}, {"testing": 0})
+    with open(path, "wb") as f:  # open files too
+        mx.save_safetensors(f, {"x": mx.ones((2, 2))})
+    with open(path, "rb") as f:
+        assert mx.load(f)["x"].tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    # .npz: NumPy reads what Kiln writes and the other way round, compressed or not.
+    for save, np_save in ((mx.savez, np.savez), (mx.savez_compressed, np.savez_compressed)):
+        save(str(tmp_path / "k"), mx.array(a), x=mx.arange(3))
+        z = np.load(str(tmp_path / "k.npz"))
+        assert np.array_equal(z["arr_0"], a) and z["x"].tolist() == [0, 1, 2]
+        np_save(str(tmp_path / "n.npz"), y=a.T)
+        assert np.array_equal(mx.load(str(tmp_path / "n.npz"))["y"], a.T)
+    buf = io.BytesIO()
+    mx.save(buf, mx.array(a).T)
+    buf.seek(0)
+    assert np.array_equal(np.load(buf), a.T)
+    buf.seek(0)
+    assert np.array_equal(mx.load(buf), a.T)
+
+
+def test_gguf_round_trip(tmp_path):
+    path = str(tmp_path / "m.gguf")
+    w = mx.arange(6).reshape(2, 3).astype(mx.float16)
+    meta = {"name": "x", "tags": ["a", "bc"], "n": mx.array([1, 2, 3]), "f": mx.array(1.5)}
+    mx.save_gguf(path, {"w": w, "t": mx.arange(4).reshape(2, 2).T}, meta)
+    arrays, got = mx.load(path, return_metadata=True)
+    assert mx.array_equal(arrays["w"], w).item() and arrays["w"].dtype == mx.float16
+    assert arrays["t"].tolist() == [[0, 2], [1, 3]]
+    assert got["name"] == "x" and got["tags"] == ["a", "bc"]
+    assert got["n"].tolist() == [1, 2, 3] and got["f"].item() == 1.5
+    with pytest.raises(ValueError):
+        mx.save_gguf(path, {"w": w}, {"h": mx.array(1, mx.float16)})
+
+
+def test_indexing_with_none_and_broadcast_index_arrays():
+    a = np.arange(120).reshape(2, 3, 4, 5)
+    x = mx.array(a)
+    i, j = np.array([[0], [2], [1]]), np.array([[1, 3]])
+    for index in ((slice(None), None), (None, Ellipsis, None, 1), (slice(None), i, j),
+                  (Ellipsis, i, j + 1), (slice(0, 1), i, slice(1, 3), np.array([[1, 3, 0]])),
+                  (slice(None), -i - 1, j)):
+        got = x[tuple(mx.array(t) if isinstance(t, np.ndarray) else t for t in index)]
+        assert got.shape == a[index].shape and np.array_equal(got, a[index]), index
+    assert (x == "causal") is False and (x != "causal") is True
+
+
+def test_all_any_of_empty_arrays():
+    e = mx.zeros((0, 3))
+    assert mx.all(e).item() is True and mx.any(e).item() is False
+    assert mx.all(e, axis=0).tolist() == [True] * 3 and mx.any(e, axis=0).tolist() == [False] * 3
+    assert mx.array_equal(e, mx.zeros((0, 3))).item()

@@ -128,8 +128,15 @@ def test_weights_written_by_numpy_load_and_bad_files_raise(tmp_path):
     m.w = mx.zeros(2, mx.bfloat16)
     with pytest.raises(mx.Error, match="bfloat16, which .npy cannot hold"):
         m.save_weights(str(tmp_path / "b.npz"))
-    with pytest.raises(mx.Error, match=".npz only"):
-        lin.save_weights(str(tmp_path / "w.safetensors"))
+    # .safetensors holds bfloat16 too, and reads back into a fresh module.
+    m.save_weights(str(tmp_path / "b.safetensors"))
+    m2 = nn.Module()
+    m2.w = mx.ones(2, mx.bfloat16)
+    m2.load_weights(str(tmp_path / "b.safetensors"))
+    assert m2.w.dtype == mx.bfloat16 and m2.w.tolist() == [0.0, 0.0]
+    lin.save_weights(str(tmp_path / "w.safetensors"))
+    lin2 = nn.Linear(3, 2).load_weights(str(tmp_path / "w.safetensors"))
+    assert np.array_equal(np_of(lin2.weight), np_of(lin.weight))
 
 
 def test_linear_embedding_norms_attention_against_numpy():
@@ -357,3 +364,210 @@ def test_a_failing_trace_leaves_the_captured_state_as_it_was():
     with pytest.raises(ValueError, match="from the step"):
         bad(mx.ones(4))
     assert mx.array_equal(model.weight, weight).item() and model.weight.shape == (4, 4)
+
+
+# ---- the layers composed from MLX's Python (normalization, pooling, recurrent, transformer,
+# positional encodings, upsampling), each against a NumPy reference ----
+
+
+def test_batch_group_instance_norm_match_numpy():
+    x = np.random.default_rng(0).standard_normal((4, 3, 5, 6)).astype(np.float32)
+    bn = nn.BatchNorm(6, momentum=0.1)
+    y = bn(mx.array(x))
+    mean, var = x.mean((0, 1, 2)), x.var((0, 1, 2))
+    np.testing.assert_allclose(y, (x - mean) / np.sqrt(var + 1e-5), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(bn.running_mean, 0.1 * mean, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(bn.running_var, 0.9 + 0.1 * x.var((0, 1, 2), ddof=1), rtol=1e-4)
+    assert "running_mean" not in bn.trainable_parameters()
+    bn.eval()
+    np.testing.assert_allclose(bn(mx.array(x)), (x - np_of(bn.running_mean)) / np.sqrt(
+        np_of(bn.running_var) + 1e-5), rtol=1e-4, atol=1e-4)
+    g = nn.GroupNorm(2, 6)
+    xg = x.reshape(4, -1, 2, 3)  # MLX's grouping: features split as (..., groups) interleaved
+    xr = x.reshape(4, -1, 2)
+    want = (xr - xr.mean(1, keepdims=True)) / np.sqrt(xr.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(g(mx.array(x)), want.reshape(x.shape), rtol=1e-4, atol=1e-4)
+    gp = nn.GroupNorm(2, 6, pytorch_compatible=True)
+    xt = xg.transpose(0, 2, 1, 3).reshape(4, 2, -1)
+    wt = (xt - xt.mean(-1, keepdims=True)) / np.sqrt(xt.var(-1, keepdims=True) + 1e-5)
+    wt = wt.reshape(4, 2, -1, 3).transpose(0, 2, 1, 3).reshape(x.shape)
+    np.testing.assert_allclose(gp(mx.array(x)), wt, rtol=1e-4, atol=1e-4)
+    inorm = nn.InstanceNorm(6, affine=True)
+    m, v = x.mean((1, 2), keepdims=True), x.var((1, 2), keepdims=True)
+    np.testing.assert_allclose(inorm(mx.array(x)), (x - m) / np.sqrt(v + 1e-5), rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_pooling_and_upsample_match_numpy():
+    x = np.random.default_rng(1).standard_normal((2, 7, 6, 3)).astype(np.float32)
+    for k, s, p in ((2, 2, 0), (3, 2, 1), (2, 1, 0)):
+        xp = np.pad(x, ((0, 0), (p, p), (p, p), (0, 0)), constant_values=-np.inf)
+        oh, ow = (xp.shape[1] - k) // s + 1, (xp.shape[2] - k) // s + 1
+        win = np.stack([xp[:, i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s]
+                        for i in range(k) for j in range(k)], axis=3)
+        np.testing.assert_allclose(nn.MaxPool2d(k, s, p)(mx.array(x)), win.max(3), rtol=1e-6)
+        if p == 0:
+            np.testing.assert_allclose(nn.AvgPool2d(k, s)(mx.array(x)), win.mean(3), rtol=1e-5)
+    assert repr(nn.MaxPool1d(3, padding=2)) == "MaxPool1d(kernel_size=(3,), stride=(3,), padding=(2,))"
+    up = nn.Upsample(scale_factor=2, mode="nearest")(mx.array(x))
+    np.testing.assert_array_equal(up, x.repeat(2, axis=1).repeat(2, axis=2))
+    lin = nn.Upsample(scale_factor=(0.5, 2), mode="linear", align_corners=True)(
+        mx.arange(1, 5).reshape(1, 2, 2, 1))
+    np.testing.assert_allclose(lin.reshape(-1), [1, 4 / 3, 5 / 3, 2], rtol=1e-6)
+
+
+def test_positional_encodings_and_fast_match_numpy():
+    x = np.random.default_rng(2).standard_normal((2, 3, 5, 8)).astype(np.float32)
+    for traditional in (False, True):
+        got = nn.RoPE(8, traditional=traditional, base=10000)(mx.array(x), offset=2)
+        pos = np.arange(2, 7, dtype=np.float64)[:, None]
+        theta = pos * np.exp(-np.arange(4) * np.log(10000) / 4)
+        c, s = np.cos(theta), np.sin(theta)
+        x1, x2 = (x[..., 0::2], x[..., 1::2]) if traditional else (x[..., :4], x[..., 4:])
+        r1, r2 = x1 * c - x2 * s, x1 * s + x2 * c
+        want = np.stack([r1, r2], -1).reshape(x.shape) if traditional else np.concatenate([r1, r2], -1)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    pe = nn.SinusoidalPositionalEncoding(8)(mx.arange(4))
+    # MLX's form: frequencies from 1 down to 1e-4 evenly in log, scaled by sqrt(2 / dims).
+    sig = np.exp((1 - np.arange(4) / 3) * (0 - np.log(1e-4)) + np.log(1e-4))
+    freqs = np.arange(4)[:, None] * sig[None]
+    np.testing.assert_allclose(pe, np.concatenate([np.sin(freqs), np.cos(freqs)], -1) * 0.5,
+                               rtol=1e-5, atol=1e-5)
+    assert nn.ALiBi()(mx.zeros((1, 4, 5, 5))).shape == (1, 4, 5, 5)
+    q, k, v = (np.random.default_rng(i).standard_normal((1, 4, 3, 8)).astype(np.float32)
+               for i in range(3))
+    k2, v2 = k[:, :2], v[:, :2]  # grouped queries: 4 query heads over 2 key/value heads
+    got = mx.fast.scaled_dot_product_attention(mx.array(q), mx.array(k2), mx.array(v2), scale=0.5,
+                                               mask="causal")
+    s = np.einsum("bhld,bhmd->bhlm", q, np.repeat(k2, 2, axis=1)) * 0.5
+    s = np.where(np.tril(np.ones((3, 3), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = np.einsum("bhlm,bhmd->bhld", p / p.sum(-1, keepdims=True), np.repeat(v2, 2, axis=1))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    w = np.linspace(0.5, 1.5, 8).astype(np.float32)
+    np.testing.assert_allclose(mx.fast.rms_norm(mx.array(q), mx.array(w), 1e-5),
+                               q / np.sqrt((q ** 2).mean(-1, keepdims=True) + 1e-5) * w, rtol=1e-5)
+    np.testing.assert_allclose(mx.fast.layer_norm(mx.array(q), mx.array(w), None, 1e-5),
+                               (q - q.mean(-1, keepdims=True)) / np.sqrt(q.var(-1, keepdims=True) + 1e-5) * w,
+                               rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError):
+        mx.fast.rope(mx.array(x), 7, traditional=False, base=10000.0, scale=1.0, offset=0)
+
+
+def test_recurrent_layers_match_numpy():
+    x = np.random.default_rng(3).standard_normal((2, 4, 3)).astype(np.float32)
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    rnn = nn.RNN(3, 5)
+    Wx, Wh, b = (np_of(rnn.Wxh), np_of(rnn.Whh), np_of(rnn.bias))
+    h, hs = np.zeros((2, 5), np.float32), []
+    for t in range(4):
+        h = np.tanh(x[:, t] @ Wx.T + b + h @ Wh.T)
+        hs.append(h)
+    np.testing.assert_allclose(rnn(mx.array(x)), np.stack(hs, 1), rtol=1e-5, atol=1e-5)
+    lstm = nn.LSTM(3, 5)
+    Wx, Wh, b = (np_of(lstm.Wx), np_of(lstm.Wh), np_of(lstm.bias))
+    h, c, hs = np.zeros((2, 5), np.float32), np.zeros((2, 5), np.float32), []
+    for t in range(4):
+        i, f, g, o = np.split(x[:, t] @ Wx.T + b + h @ Wh.T, 4, axis=-1)
+        c = sig(f) * c + sig(i) * np.tanh(g)
+        h = sig(o) * np.tanh(c)
+        hs.append(h)
+    out_h, out_c = lstm(mx.array(x))
+    np.testing.assert_allclose(out_h, np.stack(hs, 1), rtol=1e-5, atol=1e-5)
+    gru = nn.GRU(3, 5)
+    Wx, Wh, b, bhn = (np_of(gru.Wx), np_of(gru.Wh), np_of(gru.b), np_of(gru.bhn))
+    h, hs = np.zeros((2, 5), np.float32), []
+    for t in range(4):
+        xr, xz, xn = np.split(x[:, t] @ Wx.T + b, 3, axis=-1)
+        hr, hz, hn = np.split(h @ Wh.T, 3, axis=-1)
+        r, z = sig(xr + hr), sig(xz + hz)
+        n = np.tanh(xn + r * (hn + bhn))
+        h = (1 - z) * n + z * h
+        hs.append(h)
+    np.testing.assert_allclose(gru(mx.array(x)), np.stack(hs, 1), rtol=1e-5, atol=1e-5)
+
+
+def test_transformer_is_causal_and_trains_compiled():
+    mx.random.seed(0)
+    model = nn.Transformer(dims=16, num_heads=4, num_encoder_layers=2, num_decoder_layers=2,
+                           mlp_dims=32, dropout=0.0)
+    model.eval()
+    src, tgt = mx.random.normal((2, 5, 16)), mx.random.normal((2, 4, 16))
+    mask = nn.MultiHeadAttention.create_additive_causal_mask(4)
+    out = model(src, tgt, None, mask, None)
+    assert out.shape == (2, 4, 16)
+    # Causal: the first target position does not see the later ones.
+    tgt2 = mx.concatenate([tgt[:, :1], mx.random.normal((2, 3, 16))], axis=1)
+    np.testing.assert_allclose(model(src, tgt2, None, mask, None)[:, 0], out[:, 0], rtol=1e-5,
+                               atol=1e-5)
+    enc = nn.TransformerEncoder(2, 16, 4, mlp_dims=32, norm_first=False, checkpoint=True)
+    opt = optim.SGD(learning_rate=0.05)
+    state = [enc.state, opt.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def step(x):
+        loss, grads = nn.value_and_grad(enc, lambda x: mx.mean(enc(x, None) ** 2))(x)
+        opt.update(enc, grads)
+        return loss
+
+    x = mx.random.normal((3, 6, 16))
+    first = step(x).item()
+    for _ in range(5):
+        last = step(x).item()
+    assert last < first
+
+
+def test_channel_dropout_and_init_sparse_orthogonal():
+    x = mx.ones((2, 4, 5, 8))
+    y = nn.Dropout2d(0.5)(x)
+    kept = np.array(y)[:, 0, 0, :] != 0
+    assert np.all((np.array(y) != 0) == kept[:, None, None, :])  # whole channels
+    assert set(np.unique(np.array(y))) <= {0.0, 2.0}
+    assert nn.Dropout3d(0.5)(mx.ones((2, 3, 4, 5, 6))).shape == (2, 3, 4, 5, 6)
+    assert mx.array_equal(nn.Dropout2d(0.5).eval()(x), x).item()
+    s = nn.init.sparse(0.3)(mx.zeros((5, 10)))
+    assert (np.array(s) == 0).sum(axis=1).tolist() == [3] * 5
+    for shape in ((4, 4), (6, 4), (3, 7)):
+        q = np.array(nn.init.orthogonal()(mx.zeros(shape))).astype(np.float64)
+        small = q.T @ q if shape[0] >= shape[1] else q @ q.T
+        np.testing.assert_allclose(small, np.eye(min(shape)), atol=1e-5)
+
+
+class _Shaped(nn.Module):
+    """A module holding non-array values in its tree, as a VAE decoder or a Conv2d does."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(3, 4)
+        self.input_shape = [2, 2]  # a list of ints
+        self.stride = (1, 1)       # a tuple of ints
+
+    def __call__(self, x):
+        return self.proj(x).reshape(-1, *self.input_shape)
+
+
+def test_value_and_grad_and_compile_skip_non_array_members():
+    m = _Shaped()
+    loss = lambda m, x: mx.sum(m(x) ** 2)  # noqa: E731
+    x = mx.ones((5, 3))
+    value, grads = nn.value_and_grad(m, loss)(m, x)
+    w, b = np_of(m.proj.weight), np_of(m.proj.bias)
+    y = np.ones((5, 3), np.float32) @ w.T + b
+    assert value.item() == pytest.approx((y ** 2).sum(), rel=1e-5)
+    np.testing.assert_allclose(grads["proj"]["weight"], 2 * y.T @ np.ones((5, 3)), rtol=1e-5)
+    assert m.input_shape == [2, 2] and m.stride == (1, 1)
+    opt = optim.SGD(learning_rate=0.1)
+    opt.init(m.trainable_parameters())
+    state = [m.state, opt.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def step(x):
+        v, g = nn.value_and_grad(m, loss)(m, x)
+        opt.update(m, g)
+        return v
+
+    assert step(x).item() == pytest.approx(value.item(), rel=1e-5)
+    np.testing.assert_allclose(m.proj.weight, w - 0.1 * np_of(grads["proj"]["weight"]), rtol=1e-5)
+    assert m.input_shape == [2, 2] and m.stride == (1, 1) and step.cache_size == 1
+    step(x)
+    assert step.cache_size == 1

@@ -268,16 +268,23 @@ class Module(dict):
 
     def save_weights(self, file: str):
         """Writes every parameter to ``file`` as a NumPy ``.npz`` (keys are dotted paths such as
-        ``layers.0.weight``; ``numpy.load`` reads it back)."""
+        ``layers.0.weight``; ``numpy.load`` reads it back), or as ``.safetensors`` when the
+        name ends so."""
+        if str(file).endswith(".safetensors"):
+            mx.save_safetensors(str(file), dict(tree_flatten(self.parameters())))
+            return
         _weights.save_npz(file, dict(tree_flatten(self.parameters())))
 
     def load_weights(self, file_or_weights, strict: bool = True):
-        """Loads parameters from an ``.npz`` file or a list of ``(dotted path, array)`` pairs.
+        """Loads parameters from an ``.npz`` or ``.safetensors`` file or a list of
+        ``(dotted path, array)`` pairs.
         With ``strict``, the names and shapes must be exactly the module's. Returns self."""
         if isinstance(file_or_weights, (list, tuple)):
             weights = list(file_or_weights)
         else:
-            weights = list(_weights.load_npz(file_or_weights).items())
+            weights = list(mx.load(str(file_or_weights)).items()) if str(
+                file_or_weights).endswith(".safetensors") else list(
+                _weights.load_npz(file_or_weights).items())
         if strict:
             have = dict(tree_flatten(self.parameters()))
             given = dict(weights)

@@ -66,9 +66,16 @@ def _parse_npy(name, raw):
     if kind not in _BY_DESCR:
         raise mx.Error(f"load_weights: {name} has type {descr}; Kiln reads "
                        f"{sorted(_BY_DESCR)}")
-    if header["fortran_order"]:
-        raise mx.Error(f"load_weights: {name} is stored in Fortran order; save it C-ordered")
     shape = tuple(header["shape"])
+    if header["fortran_order"]:  # NumPy's layout for a transposed array: read, transpose back
+        header["fortran_order"] = False
+        header["shape"] = shape[::-1]
+        text = repr(header).encode("latin1")
+        text += b" " * (hlen - len(text)) if len(text) <= hlen else b""
+        if len(text) == hlen:
+            c = _parse_npy(name, raw[:start] + text + raw[start + hlen:])
+            return mx.transpose(c, list(range(len(shape)))[::-1]) if shape else c
+        raise mx.Error(f"load_weights: {name}: cannot re-read its Fortran-order header")
     data = memoryview(raw)[start + hlen:]
     dtype_name, fmt = _BY_DESCR[kind]
     dtype = getattr(mx, "bool_" if dtype_name == "bool" else dtype_name)
