@@ -655,10 +655,87 @@ def bartlett(M, *, stream=None):
         _k.subtract(_k.multiply(n, 2.0), d), float(d)))))
 
 
+def erfinv(a, *, stream=None):
+    """The inverse of erf on (-1, 1) (+-inf at +-1, NaN outside): Giles' single-precision
+    approximation (M. Giles, "Approximating the erfinv function", 2010)."""
+    a = _arr(a)
+    dtype = a.dtype if _is_float(a.dtype) else _k.float32
+    x = a.astype(_k.float32)
+    inside = _k.less(_k.abs(x), 1)
+    xs = _k.where(inside, x, 0.0)
+    w = _k.negative(_k.log(_k.multiply(_k.subtract(1, xs), _k.add(1, xs))))
+    small = _k.less(w, 5.0)
+    ws = _k.subtract(_k.where(small, w, 5.0), 2.5)
+    p = 2.81022636e-08
+    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+              -0.00417768164, 0.246640727, 1.50140941):
+        p = _k.add(c, _k.multiply(p, ws))
+    wl = _k.subtract(_k.sqrt(_k.where(small, 5.0, w)), 3.0)
+    q = -0.000200214257
+    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+              0.00943887047, 1.00167406, 2.83297682):
+        q = _k.add(c, _k.multiply(q, wl))
+    r = _k.multiply(_k.where(small, p, q), xs)
+    edge = _k.where(_k.equal(_k.abs(x), 1), _k.multiply(_k.sign(x), float("inf")),
+                    float("nan"))
+    return _k.where(inside, r, edge, stream=stream).astype(dtype)
+
+
+def median(a, axis=None, keepdims=False, *, stream=None):
+    """The middle value (the mean of the two middle ones for an even count) along ``axis``
+    (all axes for None); NaN where the values hold a NaN."""
+    a = _arr(a)
+    if not _is_float(a.dtype):
+        a = a.astype(_k.float32)
+    if axis is None:
+        x, ax = _k.reshape(a, (-1,)), 0
+    else:
+        axes = [axis] if isinstance(axis, int) else list(axis)
+        axes = [_axis(x, a.ndim, "median") for x in axes]
+        rest = [i for i in range(a.ndim) if i not in axes]
+        x = _k.transpose(a, rest + axes)
+        x = _k.reshape(x, [a.shape[i] for i in rest] + [-1])
+        ax = x.ndim - 1
+    n = x.shape[ax]
+    s = _k.sort(x, ax)
+    lo = _k.take(s, _k.array([(n - 1) // 2]), axis=ax)
+    hi = _k.take(s, _k.array([n // 2]), axis=ax)
+    mid = _k.squeeze(_k.multiply(_k.add(lo, hi), 0.5), ax)
+    mid = _k.where(any(isnan(x), ax), float("nan"), mid).astype(a.dtype)
+    if keepdims:
+        shape = list(a.shape)
+        for i in (range(a.ndim) if axis is None else axes):
+            shape[i] = 1
+        mid = _k.reshape(mid, shape)
+    return mid
+
+
+def put_along_axis(a, indices, values, axis=None, *, stream=None):
+    """``a`` with ``values`` written at ``indices`` along ``axis`` (the flattened array for
+    None), as NumPy's put_along_axis; where an index repeats, the values written there are
+    summed (NumPy keeps one of them)."""
+    a, indices = _arr(a), _arr(indices)
+    if axis is None:
+        flat = put_along_axis(_k.reshape(a, (-1,)), _k.reshape(indices, (-1,)),
+                              _k.reshape(_arr(values), (-1,)) if _arr(values).ndim else values,
+                              0, stream=stream)
+        return _k.reshape(flat, a.shape)
+    ax = _axis(axis, a.ndim, "put_along_axis")
+    if a.size == 0 or indices.size == 0:
+        return a
+    indices = indices.astype(_k.int32)
+    indices = _k.where(_k.less(indices, 0), _k.add(indices, a.shape[ax]), indices)
+    values = _k.broadcast_to(_k.astype(_arr(values), a.dtype), indices.shape)
+    hit = _k.scatter_add_along_axis(_k.zeros(a.shape, _k.int32), indices,
+                                    _k.ones(indices.shape, _k.int32), ax)
+    written = _k.scatter_add_along_axis(_k.zeros(a.shape, a.dtype), indices, values, ax)
+    return _k.where(_k.greater(hit, 0), written, a, stream=stream)
+
+
 NAMES = ("finfo", "iinfo", "zeros_like", "ones_like", "empty", "empty_like", "tan", "sinh",
          "cosh", "arcsinh", "arccosh", "arctanh", "arctan", "arcsin", "arccos", "arctan2",
          "conjugate", "conj", "trunc", "logical_xor", "isposinf", "isneginf", "nan_to_num",
          "count_nonzero", "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_shapes", "flip",
          "roll", "repeat", "tile", "diagonal", "diag", "trace", "tri", "outer", "tensordot",
          "inner", "vecdot", "kron", "linspace", "meshgrid", "diff", "unstack", "hanning",
-         "hamming", "blackman", "bartlett")
+         "hamming", "blackman", "bartlett", "erfinv", "median", "put_along_axis")

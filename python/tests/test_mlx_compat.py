@@ -267,3 +267,33 @@ def test_all_any_of_empty_arrays():
     assert mx.all(e).item() is True and mx.any(e).item() is False
     assert mx.all(e, axis=0).tolist() == [True] * 3 and mx.any(e, axis=0).tolist() == [False] * 3
     assert mx.array_equal(e, mx.zeros((0, 3))).item()
+
+
+def test_erfinv_median_put_along_axis_match_numpy():
+    x = np.linspace(-0.999, 0.999, 101).astype(np.float32)
+    y = np.array(mx.erfinv(mx.array(x)))
+    from math import erf
+    np.testing.assert_allclose([erf(v) for v in y.astype(np.float64)], x, rtol=2e-6, atol=2e-7)
+    edges = mx.erfinv(mx.array([-5.0, -1.0, 1.0, 5.0])).tolist()
+    assert np.isnan(edges[0]) and edges[1] == -np.inf and edges[2] == np.inf and np.isnan(edges[3])
+    rng = np.random.default_rng(4)
+    for shape, axis in (((7,), None), ((4, 6), 1), ((4, 5, 3), 0), ((4, 5, 3), (0, 2))):
+        v = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(mx.median(mx.array(v), axis=axis), np.median(v, axis=axis),
+                                   rtol=1e-6)
+    nanny = np.array([[1.0, np.nan, 3.0], [4.0, 5.0, 6.0]], np.float32)
+    assert np.array_equal(mx.median(mx.array(nanny), axis=1), np.median(nanny, axis=1), equal_nan=True)
+    assert mx.median(mx.array([3, 1, 2, 4])).item() == 2.5
+    for ax in (None, 0, 1, 2):
+        a = np.arange(16, dtype=np.int32).reshape(2, 2, 4)
+        if ax is None:
+            idx, vals = rng.permutation(16), rng.integers(0, 100, 16)
+        else:
+            shape = list(a.shape)
+            shape[ax] = 2
+            idx = np.expand_dims(rng.choice(a.shape[ax], 2, replace=False), list(range(1, 3 - ax)))
+            idx, vals = np.broadcast_to(idx, shape), rng.integers(0, 100, shape)
+        want = a.copy()
+        np.put_along_axis(want, idx, vals, axis=ax)
+        got = mx.put_along_axis(mx.array(a), mx.array(idx), mx.array(vals.astype(np.int32)), axis=ax)
+        assert np.array_equal(got, want), ax
