@@ -194,7 +194,10 @@ done
 # address and every daemon can reach it through its link). Simpler ways do not work: ranks
 # forked by mpiexec itself and moved into a namespace by a wrapper fail in MPI_Init
 # ("OPAL ERROR: Unreachable", ext3x_client.c), because mpiexec's PMIx server listens on the
-# root namespace's 127.0.0.1 only. No tree spawn: every daemon is started from here.
+# root namespace's 127.0.0.1 only. No tree spawn: every daemon is started from here. The
+# daemons stay attached (orte_leave_session_attached) instead of daemonizing: the agent lives as
+# long as its daemon, so a daemon that fails to start ends mpiexec with an error, where a
+# daemonized one that failed left mpiexec waiting for it forever.
 cat > "$tmp/agent.sh" << EOF
 #!/usr/bin/env bash
 # mpiexec's launch agent: AGENT HOST COMMAND..., COMMAND being a shell command line (as ssh takes).
@@ -206,6 +209,11 @@ r=\${host##*-h}
 export KILN_CLUSTER_HOST=\$host KILN_CLUSTER_ADDR=$subnet.\$((r + 1))
 export KILN_CLUSTER_LINK=\${links[\$r]} KILN_CLUSTER_LINKS="\${links[*]}"
 export KILN_CLUSTER_RATE=$rate KILN_CLUSTER_DELAY=$([ "$have_netem" = 1 ] && echo "$delay" || echo 0)
+# The host's own session folder, as on a host of its own: in one shared /tmp the daemons,
+# all on a machine named alike, race to make the same folders (mkdir: File exists) and one
+# fails to start.
+export OMPI_MCA_orte_tmpdir_base=$tmp/h\$r
+mkdir -p "\$OMPI_MCA_orte_tmpdir_base"
 exec ip netns exec "\$host" /bin/sh -c "\$*"
 EOF
 chmod +x "$tmp/agent.sh"
@@ -218,6 +226,7 @@ host_list=$(printf -- "$prefix-h%d:1," $(seq 0 $((hosts - 1))))
 # shellcheck disable=SC2054  # self,tcp is one argument
 cmd=(mpiexec --allow-run-as-root --oversubscribe --bind-to none -n "$hosts"
   --host "${host_list%,}" --mca plm_rsh_agent "$tmp/agent.sh" --mca plm_rsh_no_tree_spawn 1
+  --mca orte_leave_session_attached 1
   --mca pml ob1 --mca btl self,tcp
   --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24"
   "${mca[@]}" "$@")
