@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
       char text[INET_ADDRSTRLEN];
       inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
       if (std::string(text).rfind("127.", 0) == 0) continue;
-      addrs += (addrs.empty() ? "" : " ") + std::string(text);
+      if (!addrs.empty()) addrs += ' ';
+      addrs += text;
     }
     freeifaddrs(list);
   }
