@@ -6,7 +6,7 @@
 #   - the link is shaped: 16 MiB from rank 0 to rank 1 take at least 0.9x the link's bound
 #     (bytes x 8 / rate; unshaped, a veth moves them ~100x faster) and at most 3x;
 #   - nothing is left behind (namespace, link, bridge, temporary folder, process): after a
-#     clean run, a command that fails, --timeout, and SIGTERM mid-run.
+#     clean run, a command that fails, --timeout, a link cut mid-transfer, and SIGTERM mid-run.
 #   - without root it exits 77 with its reason.
 # Exit 77 (skipped) where the machine cannot make namespaces; each run is bounded by --timeout.
 #
@@ -86,6 +86,21 @@ check_clean "a failing command"
 run timeout -n 2 --timeout 3 -- sleep 60
 [ "$status" = 124 ] || fail "--timeout 3 on sleep 60 exited $status, not 124"
 check_clean "--timeout"
+
+# A link cut mid-transfer: MPI over TCP would wait for minutes, and mpiexec cannot reach the
+# cut host's daemon to end it; --timeout still ends the run (124) and everything is removed.
+bash "$cluster" -n 2 --rate 100mbit --timeout 8 -- "$probe" $((64 << 20)) > "$out/cut.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+  grep -q "^rank 1 of 2" "$out/cut.log" && break
+  sleep 0.1
+done
+sleep 1
+ip link set "k${pid}h1" down || fail "could not cut k${pid}h1"
+status=0
+wait "$pid" || status=$?
+[ "$status" = 124 ] || fail "a cut link with --timeout 8: exited $status, not 124"
+check_clean "a cut link"
 
 # SIGTERM while the ranks run (as a ctest timeout or Ctrl-C would): 143, nothing left.
 bash "$cluster" -n 2 --timeout 60 -- sleep 60 > "$out/term.log" 2>&1 &

@@ -235,11 +235,19 @@ echo "cluster.sh: $hosts hosts $prefix-h0..h$((hosts - 1)) on $subnet.0/24 (brid
 
 # mpiexec runs in the background so that a signal reaches our trap at once (bash runs traps
 # only between commands; `wait` returns on a signal). --timeout: coreutils' timeout sends
-# mpiexec SIGTERM (which it passes to the ranks) and exits 124; cleanup ends what is left.
+# mpiexec SIGTERM (which it passes to the ranks), then SIGKILL 10 s later: mpiexec waits for
+# every daemon to confirm, and a daemon behind a cut link never does. Either way the status is
+# 124; cleanup ends what is left in the namespaces.
 [ "$timeout" -gt 0 ] && cmd=(timeout -k 10 "$timeout" "${cmd[@]}")
+started=$SECONDS
 "${cmd[@]}" &
 mpi_pid=$!
 status=0
 wait "$mpi_pid" || status=$?
 mpi_pid=""
+if [ "$timeout" -gt 0 ] && [ $((SECONDS - started)) -ge "$timeout" ] \
+  && { [ "$status" = 124 ] || [ "$status" = 137 ]; }; then
+  echo "cluster.sh: the command ran past --timeout $timeout s and was ended" >&2
+  status=124
+fi
 exit "$status"
