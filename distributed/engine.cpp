@@ -102,6 +102,8 @@ class Engine {
       g->comm = transport_->world();
       g->rank = transport_->rank(g->comm);
       g->size = transport_->size(g->comm);
+      world_rank_ = g->rank, world_size_ = g->size;
+      if (const char* t = std::getenv("KILN_DIST_PEER_TIMEOUT")) peer_timeout_ = std::atof(t);
       thread_ = std::thread([this] { progress(); });
       std::atexit([] { engine().shutdown(); });
     }
@@ -294,6 +296,60 @@ class Engine {
       if (std::string why = doomed(*item); !why.empty()) abandon(why);
   }
 
+  // Heartbeats to and from every rank, every kBeat, whether work is in flight or not: a rank
+  // busy computing still beats (this thread is its own), so only a rank that is gone, stopped
+  // or cut off falls silent.
+  void beat() {
+    if (world_size_ < 2) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_beat_ < kBeat) return;
+    last_beat_ = now;
+    transport_->heartbeat();
+  }
+
+  // The ranks not heard from for KILN_DIST_PEER_TIMEOUT seconds (and not ended cleanly, which
+  // their exit notice says), in words; "" if none or the timeout is off (0). A rank never
+  // heard from yet is not judged: it may not have started Kiln's distributed part.
+  std::string unreachable() const {
+    if (peer_timeout_ <= 0) return "";
+    std::string names;
+    double worst = 0;
+    int count = 0;
+    for (int q = 0; q < world_size_; ++q) {
+      if (q == world_rank_ || exited_.count(q)) continue;
+      double s = transport_->silent_for(q);
+      if (s <= peer_timeout_) continue;
+      names += (count++ ? ", " : "") + std::to_string(q);
+      worst = std::max(worst, s);
+    }
+    if (!count) return "";
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f", worst);
+    return std::string(count > 1 ? "ranks " : "rank ") + names + (count > 1 ? " are" : " is") +
+           " unreachable from rank " + std::to_string(world_rank_) + ": nothing heard from " +
+           (count > 1 ? "them" : "it") + " for " + secs +
+           " s (KILN_DIST_PEER_TIMEOUT, seconds; 0 turns this off)";
+  }
+
+  // A rank is gone: everything in flight fails with why, and every group is broken (its later
+  // collectives raise too; at exit this rank leaves with status 1 without MPI_Finalize). The
+  // requests are never completed; their items are kept, so that the host memory they name
+  // stays valid should the transport still write to it.
+  void fail_in_flight(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& g : groups_)
+        if (g->broken.empty()) g->broken = why;
+    }
+    for (auto& item : active_) {
+      finish(*item,
+             std::make_exception_ptr(Error(std::string("distributed: ") + op_name(item->work.op) +
+                                           " cannot complete: " + why)));
+      abandoned_.push_back(std::move(item));
+    }
+    active_.clear();
+  }
+
   GroupState& state(int id) {
     if (id < 0 || id >= static_cast<int>(groups_.size()))
       throw_error("distributed: no group ", id, " in this process (", groups_.size(),
@@ -375,7 +431,9 @@ class Engine {
       std::vector<std::unique_ptr<Item>> now;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (active_.empty()) cv_.wait(lock, [&] { return stop_ || anything_issuable(); });
+        // Idle, it still wakes every kBeat to send and take heartbeats.
+        if (active_.empty())
+          cv_.wait_for(lock, kBeat, [&] { return stop_ || anything_issuable(); });
         now = issuable();
         if (stop_ && now.empty() && active_.empty()) return;
         // At shutdown, only work already issued is finished: a broken group's posted work
@@ -386,6 +444,7 @@ class Engine {
           if (broken) return;
         }
       }
+      beat();
       for (auto& item : now) {
         if (item->skip) {
           if (item->event)
@@ -429,6 +488,10 @@ class Engine {
       // that a long transfer leaves the cores to compute on other lanes.
       if (active_.empty()) continue;
       check_doomed();
+      if (std::string why = unreachable(); !why.empty()) {
+        fail_in_flight(why);
+        continue;
+      }
       if (!now.empty() || finished) idle_polls = 0;
       if (++idle_polls < 64)
         std::this_thread::yield();
@@ -443,9 +506,15 @@ class Engine {
   std::deque<std::unique_ptr<GroupState>> groups_;
   std::unique_ptr<Transport> transport_;
   std::thread thread_;
-  std::vector<std::unique_ptr<Item>> active_;  // the progress thread's own
-  std::map<int, Exited> exited_;               // ranks that ended cleanly (exit notices)
+  std::vector<std::unique_ptr<Item>> active_;     // the progress thread's own
+  std::map<int, Exited> exited_;                  // ranks that ended cleanly (exit notices)
+  std::vector<std::unique_ptr<Item>> abandoned_;  // in flight when a rank was found gone
   bool stop_ = false;
+  // Liveness (beat, unreachable): the world's rank and size, set before the thread starts.
+  static constexpr std::chrono::milliseconds kBeat{250};
+  int world_rank_ = 0, world_size_ = 1;
+  double peer_timeout_ = 30;
+  std::chrono::steady_clock::time_point last_beat_{};
 };
 
 Engine& engine() {

@@ -108,6 +108,12 @@ class MpiTransport : public Transport {
     // The exit barrier's own communicator: on MPI_COMM_WORLD it could pair with a collective
     // another rank still waits in.
     check(MPI_Comm_dup(MPI_COMM_WORLD, &exit_comm_), "MPI_Comm_dup");
+    // Heartbeats have their own too, so that they never match anything else.
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &beat_comm_), "MPI_Comm_dup");
+    int n = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    beat_sends_.assign(static_cast<size_t>(n), MPI_REQUEST_NULL);
+    heard_at_.assign(static_cast<size_t>(n), Clock::time_point{});
     int* ub = nullptr;
     int has_ub = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &has_ub);
@@ -195,8 +201,39 @@ class MpiTransport : public Transport {
                    MPI_STATUS_IGNORE),
           "MPI_Recv");
     from = st.MPI_SOURCE;
+    heard_at_.at(static_cast<size_t>(from)) = Clock::now();
     heard_++;
     return true;
+  }
+
+  void heartbeat() override {
+    int me = rank(0);
+    for (size_t q = 0; q < beat_sends_.size(); ++q) {
+      if (static_cast<int>(q) == me) continue;
+      int done = 1;
+      if (beat_sends_[q] != MPI_REQUEST_NULL)
+        check(MPI_Test(&beat_sends_[q], &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done)  // a peer behind a cut link never takes it: no second one piles up behind it
+        check(MPI_Isend(&beat_, 1, MPI_CHAR, static_cast<int>(q), kBeatTag, beat_comm_,
+                        &beat_sends_[q]),
+              "MPI_Isend");
+    }
+    for (;;) {
+      int found = 0;
+      MPI_Status st;
+      check(MPI_Iprobe(MPI_ANY_SOURCE, kBeatTag, beat_comm_, &found, &st), "MPI_Iprobe");
+      if (!found) break;
+      char b = 0;
+      check(MPI_Recv(&b, 1, MPI_CHAR, st.MPI_SOURCE, kBeatTag, beat_comm_, MPI_STATUS_IGNORE),
+            "MPI_Recv");
+      heard_at_.at(static_cast<size_t>(st.MPI_SOURCE)) = Clock::now();
+    }
+  }
+
+  double silent_for(int peer) const override {
+    Clock::time_point t = heard_at_.at(static_cast<size_t>(peer));
+    if (t == Clock::time_point{}) return -1;
+    return std::chrono::duration<double>(Clock::now() - t).count();
   }
 
   bool barrier(double seconds) override {
@@ -220,6 +257,20 @@ class MpiTransport : public Transport {
       if (!exit_notice(from, counts)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     check(MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE),
           "MPI_Waitall");
+    // Heartbeats: this rank's last ones complete (small: sent eagerly), and those that came
+    // are taken, so that none is left unreceived that MPI can see now.
+    check(
+        MPI_Waitall(static_cast<int>(beat_sends_.size()), beat_sends_.data(), MPI_STATUSES_IGNORE),
+        "MPI_Waitall");
+    for (;;) {
+      int found = 0;
+      MPI_Status st;
+      check(MPI_Iprobe(MPI_ANY_SOURCE, kBeatTag, beat_comm_, &found, &st), "MPI_Iprobe");
+      if (!found) break;
+      char b = 0;
+      check(MPI_Recv(&b, 1, MPI_CHAR, st.MPI_SOURCE, kBeatTag, beat_comm_, MPI_STATUS_IGNORE),
+            "MPI_Recv");
+    }
     return true;
   }
 
@@ -241,9 +292,15 @@ class MpiTransport : public Transport {
     return k == 0 ? MPI_MAX : MPI_MIN;
   }
 
+  using Clock = std::chrono::steady_clock;
   std::vector<MPI_Comm> comms_;
   MPI_Comm exit_comm_ = MPI_COMM_NULL;
+  MPI_Comm beat_comm_ = MPI_COMM_NULL;
   static constexpr int kExitTag = 1;
+  static constexpr int kBeatTag = 2;
+  char beat_ = 1;
+  std::vector<MPI_Request> beat_sends_;           // per world rank: its heartbeat in flight
+  std::vector<Clock::time_point> heard_at_;       // per world rank: last heard from (epoch: never)
   std::deque<std::vector<int64_t>> notices_out_;  // this rank's exit notices, until sent
   std::vector<MPI_Request> sends_;
   int heard_ = 0;       // exit notices received

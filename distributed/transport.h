@@ -53,6 +53,13 @@ class Transport {
   // here, then takes the exit notices not received yet; false if they did not arrive.
   virtual bool barrier(double seconds) = 0;
   virtual void finalize() = 0;
+  // Liveness: sends every other rank of the world a heartbeat (at most one in flight per peer)
+  // and takes those that arrived, recording when each rank was last heard from. The progress
+  // thread calls it every few hundred milliseconds, busy or idle.
+  virtual void heartbeat() = 0;
+  // Seconds since a heartbeat (or an exit notice) last came from world rank `peer`; < 0 if none
+  // has come yet.
+  virtual double silent_for(int peer) const = 0;
 };
 
 // Whether a launcher (mpiexec, srun) started this process as one of several ranks.

@@ -8,12 +8,16 @@
 #   - nothing is left behind (namespace, link, bridge, temporary folder, process): after a
 #     clean run, a command that fails, --timeout, a link cut mid-transfer, and SIGTERM mid-run.
 #   - without root it exits 77 with its reason.
+#   - with CLUSTER_CUT (tests/dist/cluster_cut.cpp, Kiln's all_sum in a loop) on 3 hosts, host 2's
+#     link cut mid-loop: ranks 0 and 1 raise kiln::Error naming rank 2 within
+#     KILN_DIST_PEER_TIMEOUT (3 s here) and a few seconds more, and leave with a non-zero status.
 # Exit 77 (skipped) where the machine cannot make namespaces; each run is bounded by --timeout.
 #
-#   tests/dist/cluster_test.sh CLUSTER_PROBE [CLUSTER_SH]
+#   tests/dist/cluster_test.sh CLUSTER_PROBE [CLUSTER_SH [CLUSTER_CUT]]
 set -euo pipefail
-probe=${1:?usage: cluster_test.sh CLUSTER_PROBE [CLUSTER_SH]}
+probe=${1:?usage: cluster_test.sh CLUSTER_PROBE [CLUSTER_SH [CLUSTER_CUT]]}
 cluster=${2:-$(cd "$(dirname "$0")/../.." && pwd)/tools/cluster/cluster.sh}
+cut=${3:-}
 out=$(mktemp -d "${TMPDIR:-/tmp}/kiln-cluster-test.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 
@@ -101,6 +105,33 @@ status=0
 wait "$pid" || status=$?
 [ "$status" = 124 ] || fail "a cut link with --timeout 8: exited $status, not 124"
 check_clean "a cut link"
+
+# Kiln across a link cut mid-collective: the ranks that can still talk raise naming the one
+# they cannot hear, within the peer timeout, and end. (mpiexec itself cannot reach the cut
+# host's daemon to end its rank, so the run ends by --timeout: 124 or the ranks' status.)
+if [ -n "$cut" ]; then
+  KILN_DIST_PEER_TIMEOUT=3 bash "$cluster" -n 3 --rate 1gbit --timeout 30 -- "$cut" 60 \
+    > "$out/kiln-cut.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do
+    grep -q "^all_sum 10$" "$out/kiln-cut.log" && break
+    sleep 0.1
+  done
+  grep -q "^all_sum 10$" "$out/kiln-cut.log" || fail "Kiln's all_sums on 3 hosts never got going"
+  ip link set "k${pid}h2" down || fail "could not cut k${pid}h2"
+  status=0
+  wait "$pid" || status=$?
+  [ "$status" != 0 ] || fail "a cut link: the job exited 0"
+  check_clean "Kiln across a cut link"
+  for r in 0 1; do
+    line=$(grep "^rank $r: all_sum [0-9]* raised after" "$out/kiln-cut.log") \
+      || fail "rank $r did not raise after host 2's link was cut"
+    [[ $line == *"rank 2 is unreachable from rank $r"* ]] || fail "rank $r raised, not naming rank 2: $line"
+    secs=$(sed 's/.* raised after \([0-9.]*\) s.*/\1/' <<< "$line")
+    awk -v s="$secs" 'BEGIN { exit !(s <= 10) }' || fail "rank $r raised only after $secs s"
+    echo "cluster_test: link cut: rank $r raised after $secs s: ${line#*: distributed: }"
+  done
+fi
 
 # SIGTERM while the ranks run (as a ctest timeout or Ctrl-C would): 143, nothing left.
 bash "$cluster" -n 2 --timeout 60 -- sleep 60 > "$out/term.log" 2>&1 &
