@@ -1,9 +1,9 @@
-"""mlx.core.fast with MLX's names and arguments: rms_norm, layer_norm, rope and
-scaled_dot_product_attention, written as compositions of Kiln's ops.
+"""kiln.fast: the fused operations mlx.core.fast names (rms_norm, layer_norm, rope,
+scaled_dot_product_attention), with the same names and arguments.
 
-MLX has hand-written kernels for these; here they are ordinary lazy graphs, which Kiln's compile
-fuses, and which differentiate, vmap and compile like any other ops (results agree with MLX's
-reference formulas; the statistics are taken in float32 as MLX's kernels take them).
+Kiln has no hand-written kernels for them: each is a short graph of ordinary ops, which compile
+fuses and which differentiate and vmap like any other graph. Statistics, angles and softmax
+are taken in float32 whatever the input's precision, then the result is cast back.
 ``metal_kernel`` and ``cuda_kernel`` raise: Kiln runs neither kind of source.
 """
 
@@ -13,174 +13,216 @@ from . import _kiln as _k
 from ._composites import broadcast_shapes as _broadcast_shapes
 from ._composites import finfo as _finfo
 
+_F32 = _k.float32
 
-def _is_float(dtype):
-    return dtype.name.startswith(("float", "bfloat"))
+
+def _floating(dtype):
+    return dtype in (_k.float16, _k.bfloat16, _k.float32, _k.float64)
+
+
+def _wide(x):
+    """``x`` in at least float32, where sums of squares and angles keep their precision."""
+    return x if x.dtype in (_F32, _k.float64) else x.astype(_F32)
+
+
+def _check_feature_param(param, x, name, fn):
+    """weight and bias are vectors as long as the last axis they scale."""
+    if param is None:
+        return
+    if param.ndim != 1 or param.shape[0] != x.shape[-1]:
+        raise ValueError(f"[{fn}] {name} of shape {tuple(param.shape)} does not match the "
+                         f"last axis of an input of shape {tuple(x.shape)}.")
+
+
+def _result_dtype(x):
+    # Integer inputs are normalised as float32; floating inputs keep their type.
+    return x.dtype if _floating(x.dtype) else _F32
 
 
 def rms_norm(x, weight, eps, *, stream=None):
-    """x / sqrt(mean(x^2) + eps) over the last axis (in float32), times ``weight`` (or not,
-    for ``weight=None``), in x's dtype."""
+    """``x / sqrt(mean(x**2) + eps)`` over the last axis, times ``weight`` when given."""
     x = _k.asarray(x)
-    if weight is not None and (weight.ndim != 1 or weight.shape[0] != x.shape[-1]):
-        raise _k.Error(f"[rms_norm] weight must have shape ({x.shape[-1]},), got "
-                       f"{tuple(weight.shape)}")
-    dtype = x.dtype if _is_float(x.dtype) else _k.float32
-    y = x.astype(_k.float32)
-    y = _k.multiply(y, _k.rsqrt(_k.add(_k.mean(_k.multiply(y, y), -1, True), eps)))
-    if weight is None:
-        return y.astype(dtype)
-    return _k.multiply(weight, y.astype(weight.dtype), stream=stream).astype(
-        _k.add(_k.zeros((), dtype), _k.zeros((), weight.dtype)).dtype)
+    if weight is not None:
+        weight = _k.asarray(weight)
+    _check_feature_param(weight, x, "weight", "rms_norm")
+    wide = _wide(x)
+    mean_square = _k.mean(wide * wide, -1, keepdims=True)
+    out = (wide * _k.rsqrt(mean_square + eps)).astype(_result_dtype(x))
+    return out if weight is None else out * weight
 
 
 def layer_norm(x, weight, bias, eps, *, stream=None):
-    """(x - mean) / sqrt(var + eps) over the last axis (in float32), then ``weight`` and
-    ``bias`` where given."""
+    """``(x - mean) / sqrt(var + eps)`` over the last axis, then ``* weight + bias`` for the
+    ones given."""
     x = _k.asarray(x)
-    for name, p in (("weight", weight), ("bias", bias)):
-        if p is not None and (p.ndim != 1 or p.shape[0] != x.shape[-1]):
-            raise _k.Error(f"[layer_norm] {name} must have shape ({x.shape[-1]},), got "
-                           f"{tuple(p.shape)}")
-    dtype = x.dtype if _is_float(x.dtype) else _k.float32
-    y = x.astype(_k.float32)
-    mean = _k.mean(y, -1, True)
-    var = _k.var(y, -1, True)
-    y = _k.multiply(_k.subtract(y, mean), _k.rsqrt(_k.add(var, eps))).astype(dtype)
+    weight = None if weight is None else _k.asarray(weight)
+    bias = None if bias is None else _k.asarray(bias)
+    _check_feature_param(weight, x, "weight", "layer_norm")
+    _check_feature_param(bias, x, "bias", "layer_norm")
+    wide = _wide(x)
+    centred = wide - _k.mean(wide, -1, keepdims=True)
+    variance = _k.mean(centred * centred, -1, keepdims=True)
+    out = (centred * _k.rsqrt(variance + eps)).astype(_result_dtype(x))
     if weight is not None:
-        y = _k.multiply(y, weight)
+        out = out * weight
     if bias is not None:
-        y = _k.add(y, bias)
-    return y
+        out = out + bias
+    return out
+
+
+# ---- rope ----------------------------------------------------------------------------------
+
+def _check_rope(a, dims, freqs):
+    if not _floating(a.dtype):
+        raise ValueError(f"[rope] needs a floating-point input, got {a.dtype}.")
+    if a.ndim < 2:
+        raise ValueError("[rope] needs an input of at least 2 dimensions (..., sequence, "
+                         "features).")
+    if dims <= 0 or dims % 2 or dims > a.shape[-1]:
+        raise ValueError(f"[rope] dims must be even, positive and at most the feature size "
+                         f"{a.shape[-1]}; got {dims}.")
+    if freqs is not None and (freqs.ndim != 1 or freqs.shape[0] != dims // 2):
+        raise ValueError(f"[rope] freqs must be a vector of dims / 2 = {dims // 2} "
+                         f"frequencies, got shape {tuple(freqs.shape)}.")
+
+
+def _inverse_wavelengths(dims, base, freqs):
+    """Radians per position for each rotated pair: base^(-2i/dims), or 1/freqs."""
+    if freqs is not None:
+        return 1.0 / freqs.astype(_F32)
+    half = dims // 2
+    exponents = _k.arange(0, half, dtype=_F32) * (-math.log(base) / half)
+    return _k.exp(exponents)
+
+
+def _positions(a, offset, scale):
+    """Each row's position times ``scale``, shaped to broadcast against (..., seq, 1).
+    An offset with one entry per batch element shifts that element's rows."""
+    seq = a.shape[-2]
+    steps = _k.arange(0, seq, dtype=_F32)
+    offset = offset if isinstance(offset, _k.array) else _k.array(offset)
+    offset = offset.astype(_F32)
+    if offset.size == 1:
+        return ((_k.reshape(offset, ()) + steps) * scale)[:, None]
+    if offset.ndim != 1 or offset.shape[0] != a.shape[0]:
+        raise ValueError(f"[rope] an offset array needs one entry per batch element "
+                         f"({a.shape[0]}), got shape {tuple(offset.shape)}.")
+    per_batch = _k.reshape(offset, [a.shape[0]] + [1] * (a.ndim - 2))
+    return ((per_batch + steps) * scale)[..., None]
+
+
+def _rotate(x1, x2, cos, sin):
+    return x1 * cos - x2 * sin, x1 * sin + x2 * cos
 
 
 def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):
-    """Rotary positional encoding of the first ``dims`` features of the last axis, the
-    positions ``offset + arange(a.shape[-2])`` (``offset`` an int, a scalar array, or one per
-    batch entry), times ``scale``; frequencies base^(-2i/dims), or 1 / ``freqs``.
-    ``traditional`` rotates consecutive pairs, otherwise the two halves."""
+    """Rotary position embedding of the first ``dims`` features of ``a`` (..., seq, features):
+    feature pairs turn by position * scale * a frequency per pair. ``traditional`` pairs
+    neighbours (0,1), (2,3), ...; otherwise feature i pairs with i + dims/2."""
     a = _k.asarray(a)
-    if a.ndim < 3:
-        raise _k.Error(f"[rope] Input must have at least 3 dimensions, got {a.ndim}")
-    if not _is_float(a.dtype):
-        raise _k.Error(f"[rope] Input must be a floating type, got {a.dtype.name}")
-    if dims <= 0 or dims % 2 or dims > a.shape[-1]:
-        raise _k.Error(f"[rope] dims must be positive, even and at most the last axis "
-                       f"({a.shape[-1]}), got {dims}")
+    freqs = None if freqs is None else _k.asarray(freqs)
+    _check_rope(a, dims, freqs)
+    angles = _positions(a, offset, scale) * _inverse_wavelengths(dims, base, freqs)
+    cos, sin = _k.cos(angles), _k.sin(angles)
+    head = _wide(a[..., :dims])
     half = dims // 2
-    n = a.shape[-2]
-    positions = _k.arange(n, dtype=_k.float32)
-    if isinstance(offset, _k.array) and offset.size > 1:
-        if offset.ndim != 1 or offset.shape[0] != a.shape[0]:
-            raise _k.Error(f"[rope] offset must be a scalar or have one entry per batch "
-                           f"({a.shape[0]}), got shape {tuple(offset.shape)}")
-        offset = _k.reshape(offset.astype(_k.float32), (a.shape[0],) + (1,) * (a.ndim - 2))
-    elif isinstance(offset, _k.array):
-        offset = _k.reshape(offset, ()).astype(_k.float32)
-    positions = _k.multiply(_k.add(offset, positions), scale)
-    if freqs is None:
-        if base is None:
-            raise _k.Error("[rope] give base or freqs")
-        inv = _k.exp(_k.multiply(_k.arange(0.0, half, dtype=_k.float32),
-                                 -math.log(base) / half))
-    else:
-        freqs = _k.asarray(freqs)
-        if freqs.ndim != 1 or freqs.shape[0] != half:
-            raise _k.Error(f"[rope] freqs must have shape ({half},), got "
-                           f"{tuple(freqs.shape)}")
-        inv = _k.divide(1.0, freqs.astype(_k.float32))
-    theta = _k.multiply(_k.expand_dims(positions, -1), inv)
-    cos, sin = _k.cos(theta), _k.sin(theta)
-    dtype = a.dtype
-    x = a.astype(_k.float32)
     if traditional:
-        x1, x2 = x[..., 0:dims:2], x[..., 1:dims:2]
+        pairs = _k.reshape(head, list(head.shape[:-1]) + [half, 2])
+        r1, r2 = _rotate(pairs[..., 0], pairs[..., 1], cos, sin)
+        turned = _k.reshape(_k.stack([r1, r2], -1), list(r1.shape[:-1]) + [dims])
     else:
-        x1, x2 = x[..., :half], x[..., half:dims]
-    r1 = _k.subtract(_k.multiply(x1, cos), _k.multiply(x2, sin))
-    r2 = _k.add(_k.multiply(x1, sin), _k.multiply(x2, cos))
-    if traditional:
-        rx = _k.stack([r1, r2], -1)
-        rx = _k.reshape(rx, tuple(rx.shape[:-2]) + (dims,))
-        parts = [rx]
-    else:
-        parts = [r1, r2]
-    if dims < a.shape[-1]:
-        parts.append(x[..., dims:])
-    out = parts[0] if len(parts) == 1 else _k.concatenate(parts, -1)
-    return out.astype(dtype)
+        r1, r2 = _rotate(head[..., :half], head[..., half:], cos, sin)
+        turned = _k.concatenate([r1, r2], -1)
+    turned = turned.astype(a.dtype)
+    if dims == a.shape[-1]:
+        return turned
+    return _k.concatenate([turned, a[..., dims:]], -1)
+
+
+# ---- attention -----------------------------------------------------------------------------
+
+def _check_attention(q, k, v):
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise ValueError("[scaled_dot_product_attention] q, k and v must be 4-D "
+                         "(batch, heads, sequence, features).")
+    if k.shape[1] != v.shape[1] or k.shape[2] != v.shape[2]:
+        raise ValueError("[scaled_dot_product_attention] k and v need the same heads and "
+                         "sequence length.")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError("[scaled_dot_product_attention] q and k need the same feature size.")
+    if q.shape[1] % k.shape[1]:
+        raise ValueError(f"[scaled_dot_product_attention] {q.shape[1]} query heads cannot be "
+                         f"shared evenly among {k.shape[1]} key/value heads.")
+
+
+def _check_sinks(sinks, q):
+    """One logit per query head, in a type no wider than q's (the result keeps q's type)."""
+    widths = {_k.float16: 16, _k.bfloat16: 16, _F32: 32, _k.float64: 64}
+    if sinks.ndim != 1 or sinks.shape[0] != q.shape[1]:
+        raise ValueError(f"[scaled_dot_product_attention] sinks need one logit per query "
+                         f"head ({q.shape[1]}), got shape {tuple(sinks.shape)}.")
+    if widths.get(sinks.dtype, 99) > widths.get(q.dtype, 0):
+        raise ValueError(f"[scaled_dot_product_attention] sinks of {sinks.dtype} would widen "
+                         f"queries of {q.dtype}.")
+
+
+def _causal(q_len, k_len):
+    """Query row i (the last q_len of k_len positions) sees keys up to its own position."""
+    rows = _k.arange(k_len - q_len, k_len)[:, None]
+    return rows >= _k.arange(0, k_len)[None, :]
+
+
+def _apply_mask(scores, mask):
+    """Scores (B, Hq, L, S) in float32 with ``mask`` applied: a boolean mask (or "causal")
+    keeps where True, an additive one is added."""
+    if mask is None:
+        return scores
+    if isinstance(mask, str):
+        if mask != "causal":
+            raise ValueError(f"[scaled_dot_product_attention] unknown mask '{mask}'.")
+        mask = _causal(scores.shape[-2], scores.shape[-1])
+    mask = _k.asarray(mask)
+    try:
+        _broadcast_shapes(tuple(mask.shape), tuple(scores.shape))
+    except Exception:
+        raise ValueError(f"[scaled_dot_product_attention] a mask of shape {tuple(mask.shape)} "
+                         f"does not broadcast to the scores' {tuple(scores.shape)}.") from None
+    if mask.dtype == _k.bool_:
+        # The most negative finite value, not -inf, so a fully masked row stays finite.
+        return _k.where(mask, scores, _finfo(_F32).min)
+    return scores + mask.astype(_F32)
+
+
+def _softmax_with_sinks(scores, sinks):
+    """Softmax over the last axis where each head's ``sinks`` logit also competes for the
+    mass but has no value: it only adds to the denominator."""
+    if sinks is None:
+        return _k.softmax(scores, -1)
+    sink = _k.reshape(sinks.astype(_F32), (1, -1, 1, 1))
+    top = _k.maximum(_k.max(scores, -1, keepdims=True), sink)
+    weights = _k.exp(scores - top)
+    return weights / (_k.sum(weights, -1, keepdims=True) + _k.exp(sink - top))
 
 
 def scaled_dot_product_attention(q, k, v, *, scale, mask=None, sinks=None, stream=None):
-    """softmax(q k^T scale + mask) v over (B, heads, L, D) arrays, with grouped-query heads
-    (k and v may have fewer heads, dividing q's), ``mask`` additive, boolean (False is
-    masked) or "causal", and ``sinks`` one extra logit per head, as MLX's."""
+    """``softmax(q @ k^T * scale + mask) @ v`` for q (B, Hq, L, D) and k, v (B, Hk, S, ·).
+    With fewer key/value heads than query heads, each serves Hq / Hk consecutive query
+    heads."""
     q, k, v = _k.asarray(q), _k.asarray(k), _k.asarray(v)
-    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
-        raise _k.Error("[scaled_dot_product_attention] queries, keys and values must be "
-                       "4-D (batch, heads, sequence, dims)")
-    n_q, n_kv = q.shape[-3], k.shape[-3]
-    if n_q % n_kv:
-        raise _k.Error(f"[scaled_dot_product_attention] {n_q} query heads are not a "
-                       f"multiple of {n_kv} key/value heads")
-    reps = n_q // n_kv
-    b, length, kl = q.shape[0], q.shape[2], k.shape[2]
-    q = _k.multiply(q, _k.array(scale, q.dtype))
-    if reps > 1:
-        q = _k.reshape(q, (b, n_kv, reps, length, -1))
-        k, v = _k.expand_dims(k, 2), _k.expand_dims(v, 2)
-    scores = _k.matmul(q, _k.swapaxes(k, -1, -2))
+    _check_attention(q, k, v)
     if sinks is not None:
         sinks = _k.asarray(sinks)
-        if sinks.ndim != 1 or sinks.shape[0] != n_q:
-            raise _k.Error(f"[scaled_dot_product_attention] sinks must have shape ({n_q},), "
-                           f"got {tuple(sinks.shape)}")
-        if _k.add(_k.zeros((), q.dtype), _k.zeros((), sinks.dtype)).dtype != q.dtype:
-            raise _k.Error(f"[scaled_dot_product_attention] sinks of type {sinks.dtype.name} "
-                           f"would promote the {q.dtype.name} output")
-    if isinstance(mask, _k.array):
-        try:
-            fits = _broadcast_shapes(tuple(mask.shape), (b, n_q, length, kl)) == (
-                b, n_q, length, kl)
-        except _k.Error:
-            fits = False
-        if not fits:
-            raise _k.Error(f"[scaled_dot_product_attention] mask of shape "
-                           f"{tuple(mask.shape)} does not broadcast to the scores' shape "
-                           f"{(b, n_q, length, kl)}")
-    if mask is not None:
-        if isinstance(mask, str):
-            if mask != "causal":
-                raise _k.Error(f"[scaled_dot_product_attention] mask {mask!r}: the only "
-                               "string mask is 'causal'")
-            mask = _k.greater_equal(_k.expand_dims(_k.add(_k.arange(length), kl - length), 1),
-                                    _k.expand_dims(_k.arange(kl), 0))
-        mask = _k.asarray(mask)
-        if reps > 1 and mask.ndim >= 3:
-            if mask.shape[-3] == 1:
-                mask = _k.expand_dims(mask, -3)
-            else:
-                mask = _k.reshape(mask, tuple(mask.shape[:-3]) + (n_kv, reps) +
-                                  tuple(mask.shape[-2:]))
-        if mask.dtype == _k.bool_:
-            scores = _k.where(mask, scores, _finfo(scores.dtype).min)
-        else:
-            scores = _k.add(scores, mask.astype(scores.dtype))
-    if sinks is not None:
-        s = _k.reshape(_k.asarray(sinks), (1, n_q, 1, 1))
-        if reps > 1:
-            s = _k.reshape(s, (1, n_kv, reps, 1, 1))
-        shape = list(scores.shape)
-        shape[-1] = 1
-        scores = _k.concatenate([_k.broadcast_to(s.astype(scores.dtype), shape), scores], -1)
-    dtype = scores.dtype
-    probs = _k.softmax(scores.astype(_k.float32), -1).astype(dtype)
-    if sinks is not None:
-        probs = probs[..., 1:]
-    out = _k.matmul(probs, v)
-    if reps > 1:
-        out = _k.reshape(out, (b, n_q, length, -1))
-    return out
+        _check_sinks(sinks, q)
+    batch, q_heads, q_len, depth = q.shape
+    kv_heads, k_len = k.shape[1], k.shape[2]
+    # Consecutive query heads share a key/value head, so the group's queries stack as one
+    # longer sequence of that head: a plain matmul, no copies of k or v.
+    grouped = _k.reshape(q * scale, (batch, kv_heads, -1, depth))
+    scores = _k.matmul(grouped, _k.swapaxes(k, -1, -2))
+    scores = _k.reshape(scores, (batch, q_heads, q_len, k_len)).astype(_F32)
+    probs = _softmax_with_sinks(_apply_mask(scores, mask), sinks).astype(v.dtype)
+    out = _k.matmul(_k.reshape(probs, (batch, kv_heads, -1, k_len)), v)
+    return _k.reshape(out, (batch, q_heads, q_len, v.shape[-1]))
 
 
 def metal_kernel(*args, **kwargs):
