@@ -366,7 +366,7 @@ def test_a_failing_trace_leaves_the_captured_state_as_it_was():
     assert mx.array_equal(model.weight, weight).item() and model.weight.shape == (4, 4)
 
 
-# ---- the layers composed from MLX's Python (normalization, pooling, recurrent, transformer,
+# ---- the layers beyond Linear/LayerNorm (normalization, pooling, recurrent, transformer,
 # positional encodings, upsampling), each against a NumPy reference ----
 
 

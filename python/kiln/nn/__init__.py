@@ -2,9 +2,8 @@
 
 Modules are dicts of arrays and submodules (module.py), so compile, grad and kiln.optimizers
 see a model as a pytree. Layers, activations, losses and initialisers are compositions of
-kiln ops. There is no Conv1d: Kiln has no convolution op (kiln.h) to build it on.
-The recurrent, transformer, positional-encoding, pooling and upsampling layers and the
-normalizations beyond LayerNorm/RMSNorm are MLX's Python (MIT licence) on Kiln's ops.
+kiln ops, written for Kiln from mlx.nn's documented names, arguments and defaults. There
+is no Conv1d: Kiln has no convolution op (kiln.h) to build it on.
 """
 
 from . import init, losses

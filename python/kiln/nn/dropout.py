@@ -28,38 +28,44 @@ class Dropout(Module):
 
 
 class _ChannelDropout(Module):
-    # Zeroes whole channels (the last axis) with probability p, the same for every position
-    # of the `spatial` axes before it; MLX's Dropout2d (spatial 2) and Dropout3d (spatial 3).
-    _spatial = 2
+    """Drops whole channels: one keep-or-drop draw per sample and channel, shared by every
+    spatial position, for channels-last inputs with ``spatial`` spatial axes, batched or
+    not. Neighbouring positions of a feature map are correlated, so dropping them one by one
+    regularises little; dropping the channel does."""
+
+    spatial = 0
 
     def __init__(self, p: float = 0.5):
         super().__init__()
-        if p < 0 or p >= 1:
-            raise mx.Error(f"The dropout probability {p} is not in [0, 1)")
-        self._p_1 = 1 - p
+        if not 0 <= p < 1:
+            raise ValueError(f"nn.{type(self).__name__}: p must be in [0, 1), got {p}")
+        self.p = p
 
     def _extra_repr(self):
-        return f"p={1 - self._p_1}"
+        return f"p={self.p}"
 
     def __call__(self, x):
-        dims = (self._spatial + 1, self._spatial + 2)
-        if x.ndim not in dims:
-            raise mx.Error(f"Received input with {x.ndim} dimensions. Expected {dims[0]} or "
-                           f"{dims[1]} dimensions.")
-        if self._p_1 == 1 or not self.training:
+        if x.ndim not in (self.spatial + 1, self.spatial + 2):
+            raise ValueError(f"nn.{type(self).__name__}: expects (N, {self.spatial} spatial "
+                             f"axes, C) or no N, got shape {tuple(x.shape)}")
+        if not self.training or self.p == 0:
             return x
+        keep = 1 - self.p
+        # The mask's spatial axes have extent 1 and broadcast over the feature map.
         mask_shape = list(x.shape)
-        for i in range(2, self._spatial + 2):
-            mask_shape[-i] = 1
-        mask = mx.random.bernoulli(self._p_1, mask_shape)
-        return (mask * x) * (1 / self._p_1)
+        for axis in range(x.ndim - 1 - self.spatial, x.ndim - 1):
+            mask_shape[axis] = 1
+        mask = mx.random.bernoulli(keep, mask_shape)
+        return mx.where(mask, x * (1 / keep), 0).astype(x.dtype)
 
 
 class Dropout2d(_ChannelDropout):
-    """Channel dropout for NHWC or HWC inputs, as mlx.nn.Dropout2d."""
-    _spatial = 2
+    """Channel dropout for (N, H, W, C) or (H, W, C) inputs."""
+
+    spatial = 2
 
 
 class Dropout3d(_ChannelDropout):
-    """Channel dropout for NDHWC or DHWC inputs, as mlx.nn.Dropout3d."""
-    _spatial = 3
+    """Channel dropout for (N, D, H, W, C) or (D, H, W, C) inputs."""
+
+    spatial = 3

@@ -87,49 +87,58 @@ def he_uniform(dtype=None):
     return init
 
 
+def _needs_matrix(a, name):
+    if a.ndim != 2:
+        raise ValueError(f"init.{name}: needs a 2D array, got a {a.ndim}D array of shape "
+                         f"{tuple(a.shape)}")
+
+
 def sparse(sparsity, mean=0.0, std=1.0, dtype=None):
-    """A normal(mean, std) matrix with ceil(sparsity * columns) entries of each row set to 0,
-    the zeroed columns drawn independently per row (mlx.nn.init.sparse)."""
+    """normal(mean, std) values with ceil(sparsity * columns) entries of every row set to 0;
+    which columns is drawn independently for each row."""
     dtype = dtype or mx.float32
 
     def init(a):
-        if a.ndim != 2:
-            raise mx.Error("Only tensors with 2 dimensions are supported")
+        _needs_matrix(a, "sparse")
         rows, cols = a.shape
-        num_zeros = int(math.ceil(sparsity * cols))
-        # Each entry's rank within its row under a random order: the lowest num_zeros go.
-        rank = mx.argsort(mx.argsort(mx.random.uniform(shape=a.shape), axis=1), axis=1)
-        values = mx.random.normal(a.shape, dtype, loc=mean, scale=std)
-        return mx.where(rank < num_zeros, mx.zeros((), dtype), values)
+        zeros_per_row = math.ceil(sparsity * cols)
+        # Each entry's rank among its row's random keys picks a uniform subset of columns.
+        keys = mx.random.uniform(shape=(rows, cols))
+        rank = mx.argsort(mx.argsort(keys, axis=1), axis=1)
+        values = mx.random.normal((rows, cols), dtype, loc=mean, scale=std)
+        return mx.where(rank < zeros_per_row, mx.zeros((), dtype), values)
 
     return init
 
 
+def _orthonormal_columns(m, n):
+    """An m x n (m >= n) float64 matrix with orthonormal columns, uniformly distributed:
+    the columns of a Gaussian matrix made orthonormal one after another. Each column is
+    projected off the finished ones twice (once is not enough in floating point when a
+    column is nearly dependent on them) and then normalised."""
+    columns = mx.random.normal((n, m), mx.float64)
+    done = None  # (m, k): the finished columns
+    for j in range(n):
+        v = columns[j][:, None]
+        if done is not None:
+            for _ in range(2):
+                v = v - done @ (done.T @ v)
+        v = v / mx.sqrt(mx.sum(v * v))
+        done = v if done is None else mx.concatenate([done, v], axis=1)
+        mx.eval(done)  # keep the graph one column deep
+    return done
+
+
 def orthogonal(gain=1.0, dtype=None):
-    """A matrix with orthonormal rows or columns (whichever are fewer), times ``gain``: the Q
-    of a random normal square matrix, by Gram-Schmidt run twice per column in float64 (Kiln has
-    no QR yet; MLX takes linalg.qr's Q with R's diagonal made positive, the same
-    distribution). Builds one step per column: meant for initialisation, not large n in a
-    loop."""
+    """A random matrix with orthonormal rows or columns (whichever are fewer), times
+    ``gain``. Kiln has no QR factorisation yet, so it is built by Gram-Schmidt in float64."""
     dtype = dtype or mx.float32
 
     def init(a):
-        if a.ndim != 2:
-            raise mx.Error("Orthogonal initialization requires a 2D array but got"
-                           f" a {a.ndim}D array.")
+        _needs_matrix(a, "orthogonal")
         rows, cols = a.shape
-        n = max(rows, cols)
-        m = mx.random.normal((n, n)).astype(mx.float64)
-        q = None
-        for j in range(n):
-            v = m[:, j:j + 1]
-            if q is not None:
-                for _ in range(2):
-                    v = v - mx.matmul(q, mx.matmul(q.T, v))
-            v = v / mx.sqrt(mx.sum(v * v))
-            q = v if q is None else mx.concatenate([q, v], axis=1)
-            if j % 32 == 31:
-                mx.eval(q)
-        return (q[:rows, :cols] * gain).astype(dtype)
+        q = _orthonormal_columns(max(rows, cols), min(rows, cols))
+        q = q if rows >= cols else q.T
+        return (gain * q).astype(dtype)
 
     return init

@@ -1,8 +1,6 @@
-"""The normalization layers of mlx.nn: LayerNorm and RMSNorm over the last axis; InstanceNorm,
-GroupNorm and BatchNorm adapted from MLX's python/mlx/nn/layers/normalization.py (commit
-846d176; Copyright © 2023 Apple Inc., MIT licence)."""
-
-from typing import Tuple
+"""The normalization layers of mlx.nn, with its names, arguments and defaults: LayerNorm and
+RMSNorm over the last axis, InstanceNorm over the spatial axes, GroupNorm over groups of
+channels, and BatchNorm over the batch with running statistics."""
 
 import kiln as mx
 
@@ -58,329 +56,132 @@ class RMSNorm(Module):
         return x * mx.rsqrt(mx.mean(mx.square(x), axis=-1, keepdims=True) + self.eps) * self.weight
 
 
+def _standardize(x, axes, eps):
+    """(x - mean) / sqrt(var + eps) over ``axes``. Half-precision inputs are reduced in
+    float32 (a float16 variance overflows past 65504) and the result cast back."""
+    wide = x.astype(mx.float32) if x.dtype in (mx.float16, mx.bfloat16) else x
+    centred = wide - mx.mean(wide, axis=axes, keepdims=True)
+    variance = mx.mean(mx.square(centred), axis=axes, keepdims=True)
+    return (centred * mx.rsqrt(variance + eps)).astype(x.dtype)
+
+
+def _scale_and_shift(module, y):
+    return y * module.weight + module.bias if "weight" in module else y
+
+
 class InstanceNorm(Module):
-    r"""Applies instance normalization [1] on the inputs.
+    """Normalises each sample's channels separately over its spatial axes: an input
+    (N, ..., C) is standardised over every axis but the first and last. ``affine`` adds a
+    learned per-channel ``weight`` and ``bias``."""
 
-    Computes
-
-    .. math::
-
-        y = \frac{x - \mathrm{E}[x]}{ \sqrt{\mathrm{Var}[x] + \epsilon}} * \gamma + \beta,
-
-    where :math:`\gamma` and :math:`\beta` are learned per feature dimension
-    parameters initialized at 1 and 0 respectively. Both are of size :attr:`dims`,
-    if :attr:`affine` is ``True``.
-
-    Args:
-        dims (int): The number of features of the input.
-        eps (float): A value added to the denominator for numerical stability. Default: ``1e-5``.
-        affine (bool): Default: ``False``.
-
-    Shape:
-      - Input: :math:`(N, ..., C)` where :math:`C` is equal to :attr:`dims`.
-        The input must have at least 3 dimensions.
-      - Output: Same shape as the input.
-
-    Examples:
-        >>> import mlx.core as mx
-        >>> import mlx.nn as nn
-        >>> x = mx.random.normal((8, 4, 4, 16))
-        >>> inorm = nn.InstanceNorm(dims=16)
-        >>> output = inorm(x)
-
-    References:
-        [1]: https://arxiv.org/abs/1607.08022
-    """
-
-    def __init__(
-        self,
-        dims: int,
-        eps: float = 1e-5,
-        affine: bool = False,
-    ):
+    def __init__(self, dims: int, eps: float = 1e-5, affine: bool = False):
         super().__init__()
-        if eps <= 0.0:
-            raise ValueError(f"[InstanceNorm] 'eps' must be positive but got {eps}.")
+        _check_eps("InstanceNorm", eps)
+        self.dims, self.eps = dims, eps
         if affine:
             self.weight = mx.ones((dims,))
             self.bias = mx.zeros((dims,))
-        self.dims = dims
-        self.eps = eps
 
     def _extra_repr(self):
         return f"{self.dims}, eps={self.eps}, affine={'weight' in self}"
 
     def __call__(self, x: mx.array) -> mx.array:
         if x.ndim < 3:
-            raise ValueError(
-                f"InstanceNorm expects inputs with at least 3 dimensions"
-                f" (N, ..., C) but the input has {x.ndim} dimensions."
-            )
-        batch_size, features = x.shape[0], x.shape[-1]
-        spatial_shape = x.shape[1:-1]
-        channels_first = mx.transpose(x, (0, x.ndim - 1, *range(1, x.ndim - 1)))
-        x = mx.fast.layer_norm(
-            channels_first.reshape(batch_size, features, -1),
-            None,
-            None,
-            self.eps,
-        )
-        x = mx.transpose(
-            x.reshape(batch_size, features, *spatial_shape),
-            (0, *range(2, len(spatial_shape) + 2), 1),
-        )
-        # Scale and shift if necessary
-        return (self.weight * x + self.bias) if "weight" in self else x
-
-
+            raise ValueError(f"nn.InstanceNorm: the input needs spatial axes between batch "
+                             f"and channels, (N, ..., C); got shape {tuple(x.shape)}")
+        return _scale_and_shift(self, _standardize(x, tuple(range(1, x.ndim - 1)), self.eps))
 
 
 class GroupNorm(Module):
-    r"""Applies Group Normalization [1] to the inputs.
+    """Splits the ``dims`` channels of an input (N, ..., C) into ``num_groups`` groups and
+    standardises each sample's group over its channels and spatial positions.
 
-    Computes the same normalization as layer norm, namely
+    By default channel c belongs to group c % num_groups (MLX's layout); with
+    ``pytorch_compatible`` the groups are contiguous blocks, c // (dims / num_groups)."""
 
-    .. math::
-
-        y = \frac{x - E[x]}{\sqrt{Var[x] + \epsilon}} \gamma + \beta,
-
-    where :math:`\gamma` and :math:`\beta` are learned per feature dimension
-    parameters initialized at 1 and 0 respectively. However, the mean and
-    variance are computed over the spatial dimensions and each group of
-    features. In particular, the input is split into num_groups across the
-    feature dimension.
-
-    The feature dimension is assumed to be the last dimension and the dimensions
-    that precede it (except the first) are considered the spatial dimensions.
-
-    [1]: https://arxiv.org/abs/1803.08494
-
-    Args:
-        num_groups (int): Number of groups to separate the features into
-        dims (int): The feature dimensions of the input to normalize over
-        eps (float): A small additive constant for numerical stability.
-            Default: ``1e-5``.
-        affine (bool): If True learn an affine transform to apply after the
-            normalization. Default: ``True``.
-        pytorch_compatible (bool): If True perform the group normalization in
-            the same order/grouping as PyTorch. Default: ``False``.
-    """
-
-    def __init__(
-        self,
-        num_groups: int,
-        dims: int,
-        eps: float = 1e-5,
-        affine: bool = True,
-        pytorch_compatible: bool = False,
-    ):
+    def __init__(self, num_groups: int, dims: int, eps: float = 1e-5, affine: bool = True,
+                 pytorch_compatible: bool = False):
         super().__init__()
-        if eps <= 0.0:
-            raise ValueError(f"[GroupNorm] 'eps' must be positive but got {eps}.")
-        if num_groups <= 0:
-            raise ValueError(
-                f"The number of groups ({num_groups}) must be a positive integer."
-            )
-        if dims <= 0:
-            raise ValueError(
-                f"The number of features ({dims}) must be a positive integer."
-            )
-        if dims % num_groups != 0:
-            raise ValueError(
-                f"The number of features ({dims}) must be evenly divisible"
-                f" by the number of groups ({num_groups})."
-            )
-        if affine:
-            self.bias = mx.zeros((dims,))
-            self.weight = mx.ones((dims,))
-        self.num_groups = num_groups
-        self.dims = dims
-        self.eps = eps
+        _check_eps("GroupNorm", eps)
+        if num_groups <= 0 or dims <= 0 or dims % num_groups:
+            raise ValueError(f"nn.GroupNorm: {dims} channels cannot form {num_groups} equal "
+                             f"groups")
+        self.num_groups, self.dims, self.eps = num_groups, dims, eps
         self.pytorch_compatible = pytorch_compatible
+        if affine:
+            self.weight = mx.ones((dims,))
+            self.bias = mx.zeros((dims,))
 
     def _extra_repr(self):
-        return (
-            f"{self.num_groups}, {self.dims}, eps={self.eps}, "
-            f"affine={'weight' in self}, pytorch_compatible={self.pytorch_compatible}"
-        )
-
-    def _pytorch_compatible_group_norm(self, x):
-        num_groups = self.num_groups
-        batch, *rest, dims = x.shape
-        group_size = dims // num_groups
-
-        # Split into groups
-        x = x.reshape(batch, -1, num_groups, group_size)
-        x = x.transpose(0, 2, 1, 3).reshape(batch, num_groups, -1)
-
-        # Normalize
-        x = mx.fast.layer_norm(x, eps=self.eps, weight=None, bias=None)
-
-        x = x.reshape(batch, num_groups, -1, group_size)
-        x = x.transpose(0, 2, 1, 3).reshape(batch, *rest, dims)
-        return x
-
-    def _group_norm(self, x):
-        num_groups = self.num_groups
-        batch, *rest, dims = x.shape
-
-        # Split into groups
-        x = x.reshape(batch, -1, num_groups)
-
-        # Normalize
-        means = mx.mean(x, axis=1, keepdims=True)
-        var = mx.var(x, axis=1, keepdims=True)
-        x = (x - means) * mx.rsqrt(var + self.eps)
-        x = x.reshape(batch, *rest, dims)
-
-        return x
+        return (f"{self.num_groups}, {self.dims}, eps={self.eps}, affine={'weight' in self}, "
+                f"pytorch_compatible={self.pytorch_compatible}")
 
     def __call__(self, x):
-        group_norm = (
-            self._pytorch_compatible_group_norm
-            if self.pytorch_compatible
-            else self._group_norm
-        )
-        x = group_norm(x)
-        return (self.weight * x + self.bias) if "weight" in self else x
-
-
+        batch, groups = x.shape[0], self.num_groups
+        if self.pytorch_compatible:
+            # (N, positions, group, channel-in-group): reduce positions and channel-in-group.
+            grouped = mx.reshape(x, (batch, -1, groups, self.dims // groups))
+            axes = (1, 3)
+        else:
+            # (N, positions x channel-blocks, group): the group is the fastest-varying index.
+            grouped = mx.reshape(x, (batch, -1, groups))
+            axes = (1,)
+        y = mx.reshape(_standardize(grouped, axes, self.eps), x.shape)
+        return _scale_and_shift(self, y)
 
 
 class BatchNorm(Module):
-    r"""Applies Batch Normalization over a 2D, 3D or 4D input.
+    """Standardises each channel of an input (N, C), (N, L, C) or (N, H, W, C) over all the
+    other axes. In training it uses the batch's statistics and, with
+    ``track_running_stats``, folds them into ``running_mean`` and ``running_var`` by
+    ``momentum`` (the variance unbiased); in evaluation it uses those running values."""
 
-    Computes
-
-    .. math::
-
-        y = \frac{x - E[x]}{\sqrt{Var[x] + \epsilon}} \gamma + \beta,
-
-    where :math:`\gamma` and :math:`\beta` are learned per feature dimension
-    parameters initialized at 1 and 0 respectively.
-
-    The input shape is specified as ``NC`` or ``NLC``, where ``N`` is the
-    batch, ``C`` is the number of features or channels, and ``L`` is the
-    sequence length. The output has the same shape as the input. For
-    four-dimensional arrays, the shape is ``NHWC``, where ``H`` and ``W`` are
-    the height and width respectively.
-
-    For more information on Batch Normalization, see the original paper `Batch
-    Normalization: Accelerating Deep Network Training by Reducing Internal
-    Covariate Shift <https://arxiv.org/abs/1502.03167>`_.
-
-    Args:
-        num_features (int): The feature dimension to normalize over.
-        eps (float, optional): A small additive constant for numerical
-            stability. Default: ``1e-5``.
-        momentum (float, optional): The momentum for updating the running
-            mean and variance. Default: ``0.1``.
-        affine (bool, optional): If ``True``, apply a learned affine
-            transformation after the normalization. Default: ``True``.
-        track_running_stats (bool, optional): If ``True``, track the
-            running mean and variance. Default: ``True``.
-
-    Examples:
-        >>> import mlx.core as mx
-        >>> import mlx.nn as nn
-        >>> x = mx.random.normal((5, 4))
-        >>> bn = nn.BatchNorm(num_features=4, affine=True)
-        >>> output = bn(x)
-    """
-
-    def __init__(
-        self,
-        num_features: int,
-        eps: float = 1e-5,
-        momentum: float = 0.1,
-        affine: bool = True,
-        track_running_stats: bool = True,
-    ):
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = True, track_running_stats: bool = True):
         super().__init__()
-        if eps <= 0.0:
-            raise ValueError(f"[BatchNorm] 'eps' must be positive but got {eps}.")
-
-        self.num_features = num_features
-        self.eps = eps
-        self.momentum = momentum
+        _check_eps("BatchNorm", eps)
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.track_running_stats = track_running_stats
-
         if affine:
             self.weight = mx.ones((num_features,))
             self.bias = mx.zeros((num_features,))
-
-        if self.track_running_stats:
+        if track_running_stats:
             self.running_mean = mx.zeros((num_features,))
             self.running_var = mx.ones((num_features,))
-            self.freeze(keys=["running_mean", "running_var"], recurse=False)
+            self.freeze(recurse=False, keys=["running_mean", "running_var"])
 
     def unfreeze(self, *args, **kwargs):
-        """Wrap unfreeze to make sure that running_mean and var are always
-        frozen parameters."""
+        # The running statistics are state, never parameters to train.
         super().unfreeze(*args, **kwargs)
-        self.freeze(keys=["running_mean", "running_var"], recurse=False)
+        if self.track_running_stats:
+            self.freeze(recurse=False, keys=["running_mean", "running_var"])
+        return self
 
     def _extra_repr(self):
-        return (
-            f"{self.num_features}, eps={self.eps}, "
-            f"momentum={self.momentum}, affine={'weight' in self}, "
-            f"track_running_stats={self.track_running_stats}"
-        )
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={'weight' in self}, track_running_stats={self.track_running_stats}")
 
-    def _calc_stats(self, x: mx.array, ddof: int = 0) -> Tuple[mx.array, mx.array]:
-        """
-        Calculate the mean and variance of the input tensor across the batch
-        and spatial dimensions.
-
-        Args:
-            x (array): Input tensor.
-            ddof (int): Delta degrees of freedom for variance.
-
-        Returns:
-            tuple: Tuple containing mean and variance.
-        """
-        reduction_axes = tuple(range(0, x.ndim - 1))
-
-        mean = mx.mean(x, axis=reduction_axes)
-        var = mx.var(x, axis=reduction_axes, ddof=ddof)
-
-        return mean, var
+    def _batch_statistics(self, x):
+        axes = tuple(range(x.ndim - 1))
+        count = x.size // x.shape[-1]
+        if count < 2:
+            raise ValueError(f"nn.BatchNorm: training needs more than one value per channel, "
+                             f"got an input of shape {tuple(x.shape)}")
+        mean = mx.mean(x, axis=axes)
+        variance = mx.mean(mx.square(x - mean), axis=axes)
+        if self.track_running_stats:
+            keep = 1 - self.momentum
+            unbiased = variance * (count / (count - 1))
+            self.running_mean = keep * self.running_mean + self.momentum * mean
+            self.running_var = keep * self.running_var + self.momentum * unbiased
+        return mean, variance
 
     def __call__(self, x: mx.array) -> mx.array:
-        """
-        Forward pass of BatchNorm.
-
-        Args:
-            x (array): Input tensor.
-
-        Returns:
-            array: Normalized output tensor.
-        """
-        if x.ndim < 2 or x.ndim > 4:
-            raise ValueError(
-                f"Expected input tensor to have 2, 3 or 4 dimensions, but got {x.ndim}"
-            )
-
-        if self.training:
-            stats_size = 1
-            for size in x.shape[:-1]:
-                stats_size *= size
-            if stats_size == 1:
-                raise ValueError(
-                    "BatchNorm training requires more than one value per channel."
-                )
-
-        # Calculate the mean and variance used to normalize the input x. If we
-        # are in training mode update the running stats if needed.
-        mean, var = self._calc_stats(x)
-        if self.training and self.track_running_stats:
-            mu = self.momentum
-            _, running_var = self._calc_stats(x, ddof=1)
-            self.running_mean = (1 - mu) * self.running_mean + mu * mean
-            self.running_var = (1 - mu) * self.running_var + mu * running_var
-        elif self.track_running_stats:
-            mean = self.running_mean
-            var = self.running_var
-
-        x = (x - mean) * mx.rsqrt(var + self.eps)
-        return (self.weight * x + self.bias) if "weight" in self else x
+        if not 2 <= x.ndim <= 4:
+            raise ValueError(f"nn.BatchNorm: expects (N, C), (N, L, C) or (N, H, W, C), got "
+                             f"shape {tuple(x.shape)}")
+        if self.training or not self.track_running_stats:
+            mean, variance = self._batch_statistics(x)
+        else:
+            mean, variance = self.running_mean, self.running_var
+        return _scale_and_shift(self, (x - mean) * mx.rsqrt(variance + self.eps))

@@ -1,422 +1,189 @@
-"""mlx.nn's pooling layers."""
-# Adapted from MLX's python/mlx/nn/layers/pooling.py (commit 846d176; Copyright © 2023 Apple
-# Inc., MIT licence): the same classes, arguments and defaults, on Kiln's ops and kiln.nn.Module.
+"""Max and average pooling over 1, 2 or 3 spatial axes, with mlx.nn's names, arguments and
+defaults: channels-last inputs (N, *spatial, C), ``stride`` defaulting to the kernel size,
+``padding`` added on both sides of each spatial axis (-inf, or the integer minimum, for max
+pooling; zeros, which count in the average, for average pooling).
 
-import operator
-from itertools import accumulate, product
+Kiln has no strided window view (as_strided), so a pool is a running reduction over the
+kernel's offsets: for each offset, the strided slice of the input holding that element of
+every window is folded into the result (maximum or sum). A k x k pool is k*k slices.
+"""
+
+import itertools
+import math
 from typing import Optional, Tuple, Union
 
 import kiln as mx
+
 from .module import Module
 
 
-def _value_or_list(x, n, msg):
-    if isinstance(x, (list, tuple)):
-        if len(x) != n:
-            raise ValueError(msg)
-        return list(x)
-
-    if not isinstance(x, int):
-        raise ValueError(msg)
-
-    return [x] * n
+def _per_axis(value, count, what, cls):
+    """An int or a tuple of ``count`` ints, as a tuple."""
+    if isinstance(value, int):
+        return (value,) * count
+    value = tuple(value)
+    if len(value) != count or not all(isinstance(v, int) for v in value):
+        raise ValueError(f"nn.{cls}: {what} must be an int or {count} ints, got {value}")
+    return value
 
 
-def _non_overlapping_sliding_windows(x, shape, window_shape):
-    # Compute the intermediate shape
-    new_shape = [shape[0]]
-    for s, w in zip(shape[1:], window_shape):
-        new_shape.append(s // w)
-        new_shape.append(w)
-    new_shape.append(shape[-1])
-
-    last_axis = len(new_shape) - 1
-    axis_order = [0, *range(1, last_axis, 2), *range(2, last_axis, 2), last_axis]
-
-    x = x.reshape(new_shape)
-    x = x.transpose(axis_order)
-    return x
+def _is_float(dtype):
+    return dtype in (mx.float16, mx.bfloat16, mx.float32, mx.float64)
 
 
-def _sliding_windows(x, window_shape, window_strides):
-    if x.ndim < 3:
-        raise ValueError(
-            f"To extract sliding windows at least 1 spatial dimension "
-            f"(3 total) is needed but the input only has {x.ndim} dimensions."
-        )
-
-    spatial_dims = x.shape[1:-1]
-    if not (len(spatial_dims) == len(window_shape) == len(window_strides)):
-        raise ValueError(
-            f"To extract sliding windows the window shapes and strides must have "
-            f"the same number of spatial dimensions as the signal but the signal "
-            f"has {len(spatial_dims)} dims and the window shape has {len(window_shape)} "
-            f"and strides have {len(window_strides)}."
-        )
-
-    shape = x.shape
-    if all(
-        window == stride and size % window == 0
-        for size, window, stride in zip(spatial_dims, window_shape, window_strides)
-    ):
-        return _non_overlapping_sliding_windows(x, shape, window_shape)
-
-    strides = list(reversed(list(accumulate(reversed(shape + (1,)), operator.mul))))[1:]
-
-    # Compute the output shape
-    final_shape = [shape[0]]
-    final_shape += [
-        (size - window) // stride + 1
-        for size, window, stride in zip(spatial_dims, window_shape, window_strides)
-    ]
-    final_shape += window_shape
-    final_shape += [shape[-1]]
-
-    # Compute the output strides
-    final_strides = strides[:1]
-    final_strides += [
-        og_stride * stride for og_stride, stride in zip(strides[1:-1], window_strides)
-    ]
-    final_strides += strides[1:-1]
-    final_strides += strides[-1:]  # should always be [1]
-
-    # Kiln has no as_strided: one strided slice per window offset, stacked.
-    out_sizes = final_shape[1:1 + len(window_shape)]
-    windows = []
-    for offsets in product(*[range(w) for w in window_shape]):
-        index = [slice(None)]
-        for k, o, s in zip(offsets, out_sizes, window_strides):
-            index.append(slice(k, k + s * (o - 1) + 1, s))
-        windows.append(x[tuple(index)])
-    out = mx.stack(windows, axis=1 + len(window_shape))
-    return out.reshape(final_shape)
+def _lowest(dtype):
+    """The pad value no element beats in a maximum."""
+    return -math.inf if _is_float(dtype) else mx.iinfo(dtype).min
 
 
 class _Pool(Module):
-    def __init__(self, pooling_function, kernel_size, stride, padding, padding_value):
+    """The shared machinery; subclasses fix the number of spatial axes and the reduction."""
+
+    spatial = 1
+
+    def __init__(self, kernel_size, stride, padding):
         super().__init__()
-
-        class_name = type(self).__name__
-        for name, values in (("kernel_size", kernel_size), ("stride", stride)):
-            if any(v <= 0 for v in values):
-                raise ValueError(
-                    f"[{class_name}] '{name}' must be positive but got "
-                    f"{tuple(values)}."
-                )
-        if any(p[0] < 0 for p in padding):
-            raise ValueError(
-                f"[{class_name}] 'padding' must be non-negative but got "
-                f"{tuple(p[0] for p in padding)}."
-            )
-
-        self._pooling_function = pooling_function
-        self._kernel_size = kernel_size
-        self._stride = stride
-        self._padding = padding
-        self._padding_value = padding_value
-        self._axes = tuple(range(-len(self._kernel_size) - 1, -1, 1))
+        name = type(self).__name__
+        self._kernel_size = _per_axis(kernel_size, self.spatial, "kernel_size", name)
+        self._stride = _per_axis(kernel_size if stride is None else stride, self.spatial,
+                                 "stride", name)
+        self._padding = _per_axis(padding or 0, self.spatial, "padding", name)
+        if min(self._kernel_size) < 1 or min(self._stride) < 1 or min(self._padding) < 0:
+            raise ValueError(f"nn.{name}: kernel_size and stride must be positive and "
+                             f"padding non-negative")
 
     def _extra_repr(self):
-        ks = tuple(self._kernel_size)
-        st = tuple(self._stride)
-        pd = tuple(p[0] for p in self._padding)
+        return (f"kernel_size={self._kernel_size}, stride={self._stride}, "
+                f"padding={self._padding}")
 
-        return f"kernel_size={ks}, stride={st}, padding={pd}"
+    # What subclasses provide: the pad value, and how to fold one slice into the result.
+    def _pad_value(self, dtype):
+        raise NotImplementedError
+
+    def _fold(self, acc, piece):
+        raise NotImplementedError
+
+    def _finish(self, acc):
+        return acc
+
+    def _prepare(self, x):
+        return x
+
+    def _output_extents(self, x):
+        name = type(self).__name__
+        if x.ndim != self.spatial + 2:
+            raise ValueError(f"nn.{name}: expects (N, {self.spatial} spatial axes, C), got "
+                             f"shape {tuple(x.shape)}")
+        extents = []
+        for size, k, s, p in zip(x.shape[1:-1], self._kernel_size, self._stride,
+                                 self._padding):
+            n = (size + 2 * p - k) // s + 1
+            if n < 1:
+                raise ValueError(f"nn.{name}: a kernel of {k} does not fit an axis of {size} "
+                                 f"(padded by {p})")
+            extents.append(n)
+        return extents
 
     def __call__(self, x):
-        if any(p[0] > 0 for p in self._padding):
-            x = mx.pad(
-                x,
-                [(0, 0)] + self._padding + [(0, 0)],
-                constant_values=self._padding_value,
-            )
-        x = _sliding_windows(x, self._kernel_size, self._stride)
-        return self._pooling_function(x, self._axes)
+        extents = self._output_extents(x)
+        x = self._prepare(x)
+        if any(self._padding):
+            widths = [(0, 0)] + [(p, p) for p in self._padding] + [(0, 0)]
+            x = mx.pad(x, widths, constant_values=self._pad_value(x.dtype))
+        acc = None
+        for offsets in itertools.product(*(range(k) for k in self._kernel_size)):
+            # Element `offsets` of every window: start there, step by the stride.
+            index = [slice(None)]
+            for o, s, n in zip(offsets, self._stride, extents):
+                index.append(slice(o, o + s * (n - 1) + 1, s))
+            piece = x[tuple(index)]
+            acc = piece if acc is None else self._fold(acc, piece)
+        return self._finish(acc)
 
 
-class _Pool1d(_Pool):
-    def __init__(
-        self,
-        pooling_function,
-        padding_value,
-        kernel_size: Union[int, Tuple[int]],
-        stride: Optional[Union[int, Tuple[int]]] = None,
-        padding: Union[int, Tuple[int]] = 0,
-    ):
-        class_name = type(self).__name__
-        msg = "[{}] '{}' must be an integer or a tuple containing 1 integer"
-        kernel_size = _value_or_list(
-            kernel_size, 1, msg.format(class_name, "kernel_size")
-        )
-        if stride is not None:
-            stride = _value_or_list(stride, 1, msg.format(class_name, "stride"))
-        else:
-            stride = kernel_size
-        padding = _value_or_list(padding, 1, msg.format(class_name, "padding"))
-        padding = [(p, p) for p in padding]
+class _MaxPool(_Pool):
+    def _pad_value(self, dtype):
+        return _lowest(dtype)
 
-        super().__init__(pooling_function, kernel_size, stride, padding, padding_value)
+    def _fold(self, acc, piece):
+        return mx.maximum(acc, piece)
 
 
-class _Pool2d(_Pool):
-    def __init__(
-        self,
-        pooling_function,
-        padding_value,
-        kernel_size: Union[int, Tuple[int, int]],
-        stride: Optional[Union[int, Tuple[int, int]]] = None,
-        padding: Optional[Union[int, Tuple[int, int]]] = 0,
-    ):
-        class_name = type(self).__name__
-        msg = "[{}] '{}' must be an integer or a tuple containing 2 integers"
-        kernel_size = _value_or_list(
-            kernel_size, 2, msg.format(class_name, "kernel_size")
-        )
-        if stride is not None:
-            stride = _value_or_list(stride, 2, msg.format(class_name, "stride"))
-        else:
-            stride = kernel_size
-        padding = _value_or_list(padding, 2, msg.format(class_name, "padding"))
-        padding = [(p, p) for p in padding]
+class _AvgPool(_Pool):
+    def _prepare(self, x):
+        # Averages of integers are fractions.
+        return x if _is_float(x.dtype) else x.astype(mx.float32)
 
-        super().__init__(pooling_function, kernel_size, stride, padding, padding_value)
+    def _pad_value(self, dtype):
+        return 0
+
+    def _fold(self, acc, piece):
+        return acc + piece
+
+    def _finish(self, acc):
+        return acc / math.prod(self._kernel_size)
 
 
-class _Pool3d(_Pool):
-    def __init__(
-        self,
-        pooling_function,
-        padding_value,
-        kernel_size: Union[int, Tuple[int, int, int]],
-        stride: Optional[Union[int, Tuple[int, int, int]]] = None,
-        padding: Optional[Union[int, Tuple[int, int, int]]] = 0,
-    ):
-        class_name = type(self).__name__
-        msg = "[{}] '{}' must be an integer or a tuple containing 3 integers"
-        kernel_size = _value_or_list(
-            kernel_size, 3, msg.format(class_name, "kernel_size")
-        )
-        if stride is not None:
-            stride = _value_or_list(stride, 3, msg.format(class_name, "stride"))
-        else:
-            stride = kernel_size
-        padding = _value_or_list(padding, 3, msg.format(class_name, "padding"))
-        padding = [(p, p) for p in padding]
-
-        super().__init__(pooling_function, kernel_size, stride, padding, padding_value)
+_Size1 = Union[int, Tuple[int]]
+_Size2 = Union[int, Tuple[int, int]]
+_Size3 = Union[int, Tuple[int, int, int]]
 
 
-class MaxPool1d(_Pool1d):
-    r"""Applies 1-dimensional max pooling.
+class MaxPool1d(_MaxPool):
+    """Maximum over windows of (N, L, C) inputs."""
 
-    Spatially downsamples the input by taking the maximum of a sliding window
-    of size ``kernel_size`` and sliding stride ``stride``.
+    spatial = 1
 
-    Args:
-        kernel_size (int or tuple(int)): The size of the pooling window kernel.
-        stride (int or tuple(int), optional): The stride of the pooling window.
-            Default: ``kernel_size``.
-        padding (int or tuple(int), optional): How much negative infinity
-            padding to apply to the input. The padding amount is applied to
-            both sides of the spatial axis. Default: ``0``.
-
-    Examples:
-        >>> import kiln as mx
-        >>> import mlx.nn.layers as nn
-        >>> x = mx.random.normal(shape=(4, 16, 5))
-        >>> pool = nn.MaxPool1d(kernel_size=2, stride=2)
-        >>> pool(x)
-    """
-
-    def __init__(
-        self,
-        kernel_size: Union[int, Tuple[int]],
-        stride: Optional[Union[int, Tuple[int]]] = None,
-        padding: Union[int, Tuple[int]] = 0,
-    ):
-        super().__init__(mx.max, -float("inf"), kernel_size, stride, padding)
+    def __init__(self, kernel_size: _Size1, stride: Optional[_Size1] = None,
+                 padding: _Size1 = 0):
+        super().__init__(kernel_size, stride, padding)
 
 
-class AvgPool1d(_Pool1d):
-    r"""Applies 1-dimensional average pooling.
+class AvgPool1d(_AvgPool):
+    """Mean over windows of (N, L, C) inputs."""
 
-    Spatially downsamples the input by taking the average of a sliding window
-    of size ``kernel_size`` and sliding stride ``stride``.
+    spatial = 1
 
-    Args:
-        kernel_size (int or tuple(int)): The size of the pooling window kernel.
-        stride (int or tuple(int), optional): The stride of the pooling window.
-            Default: ``kernel_size``.
-        padding (int or tuple(int), optional): How much zero padding to apply to
-            the input. The padding amount is applied to both sides of the spatial
-            axis. Default: ``0``.
-
-    Examples:
-        >>> import kiln as mx
-        >>> import mlx.nn.layers as nn
-        >>> x = mx.random.normal(shape=(4, 16, 5))
-        >>> pool = nn.AvgPool1d(kernel_size=2, stride=2)
-        >>> pool(x)
-    """
-
-    def __init__(
-        self,
-        kernel_size: Union[int, Tuple[int]],
-        stride: Optional[Union[int, Tuple[int]]] = None,
-        padding: Union[int, Tuple[int]] = 0,
-    ):
-        super().__init__(mx.mean, 0, kernel_size, stride, padding)
+    def __init__(self, kernel_size: _Size1, stride: Optional[_Size1] = None,
+                 padding: _Size1 = 0):
+        super().__init__(kernel_size, stride, padding)
 
 
-class MaxPool2d(_Pool2d):
-    r"""Applies 2-dimensional max pooling.
+class MaxPool2d(_MaxPool):
+    """Maximum over windows of (N, H, W, C) inputs."""
 
-    Spatially downsamples the input by taking the maximum of a sliding window
-    of size ``kernel_size`` and sliding stride ``stride``.
+    spatial = 2
 
-    The parameters ``kernel_size``, ``stride``, and ``padding`` can either be:
-
-    * a single ``int`` -- in which case the same value is used for both the
-      height and width axis.
-    * a ``tuple`` of two ``int`` s -- in which case, the first ``int`` is
-      used for the height axis, the second ``int`` for the width axis.
-
-    Args:
-        kernel_size (int or tuple(int, int)): The size of the pooling window.
-        stride (int or tuple(int, int), optional): The stride of the pooling
-            window. Default: ``kernel_size``.
-        padding (int or tuple(int, int), optional): How much negative infinity
-            padding to apply to the input. The padding is applied on both sides
-            of the height and width axis. Default: ``0``.
-
-    Examples:
-        >>> import kiln as mx
-        >>> import mlx.nn.layers as nn
-        >>> x = mx.random.normal(shape=(8, 32, 32, 4))
-        >>> pool = nn.MaxPool2d(kernel_size=2, stride=2)
-        >>> pool(x)
-    """
-
-    def __init__(
-        self,
-        kernel_size: Union[int, Tuple[int, int]],
-        stride: Optional[Union[int, Tuple[int, int]]] = None,
-        padding: Optional[Union[int, Tuple[int, int]]] = 0,
-    ):
-        super().__init__(mx.max, -float("inf"), kernel_size, stride, padding)
+    def __init__(self, kernel_size: _Size2, stride: Optional[_Size2] = None,
+                 padding: Optional[_Size2] = 0):
+        super().__init__(kernel_size, stride, padding)
 
 
-class AvgPool2d(_Pool2d):
-    r"""Applies 2-dimensional average pooling.
+class AvgPool2d(_AvgPool):
+    """Mean over windows of (N, H, W, C) inputs."""
 
-    Spatially downsamples the input by taking the average of a sliding window
-    of size ``kernel_size`` and sliding stride ``stride``.
+    spatial = 2
 
-    The parameters ``kernel_size``, ``stride``, and ``padding`` can either be:
-
-    * a single ``int`` -- in which case the same value is used for both the
-      height and width axis.
-    * a ``tuple`` of two ``int`` s -- in which case, the first ``int`` is
-      used for the height axis, the second ``int`` for the width axis.
-
-    Args:
-        kernel_size (int or tuple(int, int)): The size of the pooling window.
-        stride (int or tuple(int, int), optional): The stride of the pooling
-            window. Default: ``kernel_size``.
-        padding (int or tuple(int, int), optional): How much zero
-            padding to apply to the input. The padding is applied on both sides
-            of the height and width axis. Default: ``0``.
-
-    Examples:
-        >>> import kiln as mx
-        >>> import mlx.nn.layers as nn
-        >>> x = mx.random.normal(shape=(8, 32, 32, 4))
-        >>> pool = nn.AvgPool2d(kernel_size=2, stride=2)
-        >>> pool(x)
-    """
-
-    def __init__(
-        self,
-        kernel_size: Union[int, Tuple[int, int]],
-        stride: Optional[Union[int, Tuple[int, int]]] = None,
-        padding: Optional[Union[int, Tuple[int, int]]] = 0,
-    ):
-        super().__init__(mx.mean, 0, kernel_size, stride, padding)
+    def __init__(self, kernel_size: _Size2, stride: Optional[_Size2] = None,
+                 padding: Optional[_Size2] = 0):
+        super().__init__(kernel_size, stride, padding)
 
 
-class MaxPool3d(_Pool3d):
-    r"""Applies 3-dimensional max pooling.
+class MaxPool3d(_MaxPool):
+    """Maximum over windows of (N, D, H, W, C) inputs."""
 
-    Spatially downsamples the input by taking the maximum of a sliding window
-    of size ``kernel_size`` and sliding stride ``stride``.
+    spatial = 3
 
-    The parameters ``kernel_size``, ``stride``, and ``padding`` can either be:
-
-    * a single ``int`` -- in which case the same value is used for the depth,
-      height, and width axis.
-    * a ``tuple`` of three ``int`` s -- in which case, the first ``int`` is used
-      for the depth axis, the second ``int`` for the height axis, and the third
-      ``int`` for the width axis.
-
-    Args:
-        kernel_size (int or tuple(int, int, int)): The size of the pooling window.
-        stride (int or tuple(int, int, int), optional): The stride of the pooling
-            window. Default: ``kernel_size``.
-        padding (int or tuple(int, int, int), optional): How much negative infinity
-            padding to apply to the input. The padding is applied on both sides
-            of the depth, height and width axis. Default: ``0``.
-
-    Examples:
-        >>> import kiln as mx
-        >>> import mlx.nn.layers as nn
-        >>> x = mx.random.normal(shape=(8, 16, 32, 32, 4))
-        >>> pool = nn.MaxPool3d(kernel_size=2, stride=2)
-        >>> pool(x)
-    """
-
-    def __init__(
-        self,
-        kernel_size: Union[int, Tuple[int, int, int]],
-        stride: Optional[Union[int, Tuple[int, int, int]]] = None,
-        padding: Optional[Union[int, Tuple[int, int, int]]] = 0,
-    ):
-        super().__init__(mx.max, -float("inf"), kernel_size, stride, padding)
+    def __init__(self, kernel_size: _Size3, stride: Optional[_Size3] = None,
+                 padding: Optional[_Size3] = 0):
+        super().__init__(kernel_size, stride, padding)
 
 
-class AvgPool3d(_Pool3d):
-    r"""Applies 3-dimensional average pooling.
+class AvgPool3d(_AvgPool):
+    """Mean over windows of (N, D, H, W, C) inputs."""
 
-    Spatially downsamples the input by taking the average of a sliding window
-    of size ``kernel_size`` and sliding stride ``stride``.
+    spatial = 3
 
-    The parameters ``kernel_size``, ``stride``, and ``padding`` can either be:
-
-    * a single ``int`` -- in which case the same value is used for the depth,
-      height, and width axis.
-    * a ``tuple`` of three ``int`` s -- in which case, the first ``int`` is used
-      for the depth axis, the second ``int`` for the height axis, and the third
-      ``int`` for the width axis.
-
-    Args:
-        kernel_size (int or tuple(int, int, int)): The size of the pooling window.
-        stride (int or tuple(int, int, int), optional): The stride of the pooling
-            window. Default: ``kernel_size``.
-        padding (int or tuple(int, int, int), optional): How much zero
-            padding to apply to the input. The padding is applied on both sides
-            of the depth, height and width axis. Default: ``0``.
-
-    Examples:
-        >>> import kiln as mx
-        >>> import mlx.nn.layers as nn
-        >>> x = mx.random.normal(shape=(8, 16, 32, 32, 4))
-        >>> pool = nn.AvgPool3d(kernel_size=2, stride=2)
-        >>> pool(x)
-    """
-
-    def __init__(
-        self,
-        kernel_size: Union[int, Tuple[int, int, int]],
-        stride: Optional[Union[int, Tuple[int, int, int]]] = None,
-        padding: Optional[Union[int, Tuple[int, int, int]]] = 0,
-    ):
-        super().__init__(mx.mean, 0, kernel_size, stride, padding)
+    def __init__(self, kernel_size: _Size3, stride: Optional[_Size3] = None,
+                 padding: Optional[_Size3] = 0):
+        super().__init__(kernel_size, stride, padding)

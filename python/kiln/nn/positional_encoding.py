@@ -1,176 +1,96 @@
-"""mlx.nn's positional_encoding layers."""
-# Adapted from MLX's python/mlx/nn/layers/positional_encoding.py (commit 846d176; Copyright © 2023 Apple
-# Inc., MIT licence): the same classes, arguments and defaults, on Kiln's ops and kiln.nn.Module.
+"""Positional encodings with mlx.nn's names, arguments and defaults: RoPE (rotary, over
+kiln.fast.rope), SinusoidalPositionalEncoding and ALiBi (linear attention biases)."""
 
 import math
 from typing import Optional
 
 import kiln as mx
+
 from .module import Module
 
 
 class RoPE(Module):
-    """Implements the rotary positional encoding.
+    """Rotary positional encoding of the first ``dims`` features of (..., sequence, features)
+    inputs; see kiln.fast.rope for ``traditional``, ``base`` and ``scale``. The call's
+    ``offset`` is the position of the first row (a key/value cache's length)."""
 
-    The traditional implementation rotates consecutive pairs of elements in the
-    feature dimension while the default implementation rotates pairs with
-    stride half the feature dimensions for efficiency.
-
-    For more details see `RoFormer: Enhanced Transformer with Rotary Position
-    Embedding <https://arxiv.org/abs/2104.09864>`_.
-
-    Args:
-        dims (int): The feature dimensions to be rotated. If the input feature
-            is larger than dims then the rest is left unchanged.
-        traditional (bool, optional): If set to ``True`` choose the traditional
-            implementation which is slightly less efficient. Default: ``False``.
-        base (float, optional): The base used to compute angular frequency for
-            each dimension in the positional encodings. Default: ``10000``.
-        scale (float, optional): The scale used to scale the positions. Default: ``1.0``.
-    """
-
-    def __init__(
-        self,
-        dims: int,
-        traditional: bool = False,
-        base: float = 10000,
-        scale: float = 1.0,
-    ):
+    def __init__(self, dims: int, traditional: bool = False, base: float = 10000,
+                 scale: float = 1.0):
         super().__init__()
-        self.dims = dims
-        self.traditional = traditional
-        self.base = base
-        self.scale = scale
+        self.dims, self.traditional, self.base, self.scale = dims, traditional, base, scale
 
     def _extra_repr(self):
         return f"{self.dims}, traditional={self.traditional}"
 
     def __call__(self, x, offset: int = 0):
-        return mx.fast.rope(
-            x,
-            self.dims,
-            traditional=self.traditional,
-            base=self.base,
-            scale=self.scale,
-            offset=offset,
-        )
+        return mx.fast.rope(x, self.dims, traditional=self.traditional, base=self.base,
+                            scale=self.scale, offset=offset)
 
 
 class SinusoidalPositionalEncoding(Module):
-    r"""Implements sinusoidal positional encoding.
+    """Encodes positions (an array of any shape) as ``dims`` features: the sines, then the
+    cosines (``cos_first`` swaps them), of position times dims / 2 frequencies spaced
+    evenly in log scale from ``max_freq`` down to ``min_freq``, all times ``scale``
+    (sqrt(2 / dims) by default, which gives each encoding unit length). ``full_turns``
+    measures the frequencies in turns rather than radians (multiplies them by 2 pi)."""
 
-    For more details see the paper `Attention Is All You Need
-    <https://arxiv.org/abs/1706.03762>`_.
-
-    Args:
-        dims (int): The dimensionality of the resulting positional embeddings.
-        min_freq (float, optional): The minimum frequency expected. Default:
-            ``0.0001``.
-        max_freq (float, optional): The maximum frequency expected. Default:
-            ``1``.
-        scale (float, optional): A multiplicative scale for the embeddings.
-            Default: ``sqrt(2/dims)``.
-        cos_first (bool, optional): If ``True`` embed using ``[cos(x); sin(x)]``
-            instead of the reverse. Default: ``False``.
-        full_turns (bool, optional): If ``True`` multiply the frequencies with
-            :math:`2\pi`. Default: ``False``.
-    """
-
-    def __init__(
-        self,
-        dims: int,
-        min_freq: float = 0.0001,
-        max_freq: float = 1,
-        scale: Optional[float] = None,
-        cos_first: bool = False,
-        full_turns: bool = False,
-    ):
+    def __init__(self, dims: int, min_freq: float = 0.0001, max_freq: float = 1,
+                 scale: Optional[float] = None, cos_first: bool = False,
+                 full_turns: bool = False):
         super().__init__()
-
-        # Sinusoidal embeddings are constructed from sin/cos pairs, so the
-        # embedding dimension must be positive and even.
-        if dims <= 0 or dims % 2 != 0:
-            raise ValueError(
-                f"[SinusoidalPositionalEncoding] dims must be positive and even but got {dims}."
-            )
-
-        # Avoid division by zero when dims == 2 (one frequency pair).
-        if dims == 2:
-            one_zero = mx.array([1.0])
-        else:
-            one_zero = 1 - mx.arange(0, dims // 2) / (dims // 2 - 1)
-
-        min_freq = math.log(min_freq)
-        max_freq = math.log(max_freq)
-
-        # Start with underscore so it is not included in the parameters
-        self._sigmas = mx.exp(one_zero * (max_freq - min_freq) + min_freq)
-        if full_turns:
-            self._sigmas = self._sigmas * (2 * math.pi)
-
-        # Save some constants that define the implementation
-        self.scale = scale if scale is not None else (2 / dims) ** 0.5
+        if dims <= 0 or dims % 2:
+            raise ValueError(f"nn.SinusoidalPositionalEncoding: dims must be even and "
+                             f"positive, got {dims}")
+        self.dims = dims
+        self.scale = math.sqrt(2 / dims) if scale is None else scale
         self.cos_first = cos_first
+        self._frequencies = self._spaced(dims // 2, min_freq, max_freq, full_turns)
+
+    @staticmethod
+    def _spaced(count, low, high, full_turns):
+        # From high down to low, evenly in log; one frequency is the highest.
+        step = (math.log(high) - math.log(low)) / max(count - 1, 1)
+        logs = math.log(high) - mx.arange(count, dtype=mx.float32) * step
+        freqs = mx.exp(logs)
+        return freqs * (2 * math.pi) if full_turns else freqs
 
     def __call__(self, x):
-        y = x[..., None] * self._sigmas
-        cosy = mx.cos(y)
-        siny = mx.sin(y)
-
+        if x.dtype not in (mx.float16, mx.bfloat16, mx.float32, mx.float64):
+            x = x.astype(mx.float32)  # integer positions would promote to float64
+        angles = mx.expand_dims(x, -1) * self._frequencies
+        waves = [mx.sin(angles), mx.cos(angles)]
         if self.cos_first:
-            y = mx.concatenate([cosy, siny], axis=-1)
-        else:
-            y = mx.concatenate([siny, cosy], axis=-1)
-
-        if self.scale != 1:
-            y = y * self.scale
-
-        return y
+            waves.reverse()
+        return mx.concatenate(waves, axis=-1) * self.scale
 
 
 class ALiBi(Module):
-    @staticmethod
-    def create_alibi_matrix(
-        q_sequence_length: int,
-        k_sequence_length: int,
-        num_heads: int,
-        offset: int,
-        dtype=mx.float32,
-    ):
-        x1 = mx.arange(offset, q_sequence_length)
-        x2 = mx.arange(0, k_sequence_length)
-        distance_matrix = -mx.abs(
-            mx.expand_dims(x1[:, None] - x2[None, :], axis=(0, 1))
-        )
-        alibi_slope = ALiBi.create_alibi_slope(num_heads=num_heads, dtype=dtype)
-        alibi_mask = (distance_matrix * alibi_slope).astype(dtype)
-        return alibi_mask
+    """Attention with linear biases: adds -slope(head) * |query position - key position| to
+    (batch, heads, queries, keys) attention scores, so each head attends less the further a
+    key is, at its own rate. ``offset`` is the first query's position; ``mask`` (additive)
+    is added as well."""
 
     @staticmethod
     def create_alibi_slope(num_heads, dtype):
-        def get_slopes(n: int):
-            if math.log2(n).is_integer():
-                start = 2 ** (-(2 ** -(math.log2(n) - 3)))
-                return [start * start**i for i in range(n)]
-            else:
-                closest_power_of_2 = 2 ** math.floor(math.log2(n))
-                return (
-                    get_slopes(closest_power_of_2)
-                    + get_slopes(2 * closest_power_of_2)[0::2][: n - closest_power_of_2]
-                )
+        """Head h's slope, 2^(-8 (h + 1) / num_heads): a geometric series from 2^(-8/H)
+        down to 2^-8, shaped (heads, 1, 1)."""
+        heads = mx.arange(1, num_heads + 1, dtype=mx.float32)
+        slopes = mx.power(mx.array(2.0), -8.0 * heads / num_heads)
+        return mx.reshape(slopes, (num_heads, 1, 1)).astype(dtype)
 
-        slopes = get_slopes(num_heads)
-        out = mx.array(slopes, dtype=dtype)
-        return mx.expand_dims(out, axis=(-1, -2))
+    @staticmethod
+    def create_alibi_matrix(q_sequence_length: int, k_sequence_length: int, num_heads: int,
+                            offset: int, dtype=mx.float32):
+        """The (1, heads, queries, keys) bias for queries at positions offset, offset + 1, ..."""
+        queries = mx.arange(offset, offset + q_sequence_length, dtype=mx.float32)
+        keys = mx.arange(k_sequence_length, dtype=mx.float32)
+        distance = mx.abs(queries[:, None] - keys[None, :])
+        bias = -distance * ALiBi.create_alibi_slope(num_heads, mx.float32)
+        return mx.expand_dims(bias, 0).astype(dtype)
 
     def __call__(self, attention_scores, offset=0, mask=None):
-        alibi_mask = ALiBi.create_alibi_matrix(
-            q_sequence_length=attention_scores.shape[-2] + offset,
-            k_sequence_length=attention_scores.shape[-1],
-            num_heads=attention_scores.shape[1],
-            offset=offset,
-            dtype=attention_scores.dtype,
-        )
+        _, heads, q_len, k_len = attention_scores.shape
+        bias = self.create_alibi_matrix(q_len, k_len, heads, offset, attention_scores.dtype)
         if mask is not None:
-            alibi_mask = alibi_mask + mask
-        return attention_scores + alibi_mask
+            bias = bias + mask
+        return (attention_scores + bias).astype(attention_scores.dtype)

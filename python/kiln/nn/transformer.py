@@ -1,274 +1,151 @@
-"""mlx.nn's transformer layers."""
-# Adapted from MLX's python/mlx/nn/layers/transformer.py (commit 846d176; Copyright © 2023 Apple
-# Inc., MIT licence): the same classes, arguments and defaults, on Kiln's ops and kiln.nn.Module.
+"""Transformer layers with mlx.nn's names, arguments, defaults and parameter names:
+TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer, TransformerDecoder and
+Transformer.
 
-import math
+Every sub-block (attention, cross-attention, feed-forward) is wrapped the same way by
+``_residual``: pre-norm (``norm_first``, the default) normalises the block's input and adds
+the block's output back; post-norm adds first and normalises the sum. The stacks end with a
+LayerNorm of their own. ``checkpoint`` is accepted; Kiln has no rematerialisation, so
+nothing is recomputed (nn.utils.checkpoint)."""
+
 from typing import Any, Callable, Optional
 
-import kiln as mx
 from .activations import relu
-from .module import Module
+from .attention import MultiHeadAttention
 from .dropout import Dropout
 from .linear import Linear
+from .module import Module
 from .normalization import LayerNorm
-from .attention import MultiHeadAttention
-from .utils import checkpoint
+from .utils import checkpoint as _checkpoint
+
+
+def _residual(x, block, norm, dropout, norm_first):
+    if norm_first:
+        return x + dropout(block(norm(x)))
+    return norm(x + dropout(block(x)))
+
+
+class _FeedForward:
+    """The position-wise MLP, linear2(dropout(activation(linear1(x)))), over a layer's own
+    linear1/linear2 (kept on the layer, where MLX's parameter names put them)."""
+
+    def __init__(self, layer, dropout):
+        self.layer, self.dropout = layer, dropout
+
+    def __call__(self, x):
+        layer = self.layer
+        return layer.linear2(self.dropout(layer.activation(layer.linear1(x))))
 
 
 class TransformerEncoderLayer(Module):
-    def __init__(
-        self,
-        dims: int,
-        num_heads: int,
-        mlp_dims: Optional[int] = None,
-        dropout: float = 0.0,
-        activation: Callable[[Any], Any] = relu,
-        norm_first: bool = True,
-    ):
+    """Self-attention then a feed-forward block (``mlp_dims`` wide, 4 * dims by default),
+    each residual and layer-normalised."""
+
+    def __init__(self, dims: int, num_heads: int, mlp_dims: Optional[int] = None,
+                 dropout: float = 0.0, activation: Callable[[Any], Any] = relu,
+                 norm_first: bool = True):
         super().__init__()
-        mlp_dims = mlp_dims or dims * 4
         self.attention = MultiHeadAttention(dims, num_heads)
-        self.ln1 = LayerNorm(dims)
-        self.ln2 = LayerNorm(dims)
-        self.linear1 = Linear(dims, mlp_dims)
-        self.linear2 = Linear(mlp_dims, dims)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.activation = activation
-        self.norm_first = norm_first
+        self.ln1, self.ln2 = LayerNorm(dims), LayerNorm(dims)
+        self.linear1 = Linear(dims, mlp_dims or 4 * dims)
+        self.linear2 = Linear(mlp_dims or 4 * dims, dims)
+        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
+        self.activation, self.norm_first = activation, norm_first
 
     def __call__(self, x, mask):
-        if self.norm_first:
-            y = self.ln1(x)
-            y = self.attention(y, y, y, mask)
-            y = self.dropout1(y)
-            x = x + y
-
-            y = self.ln2(x)
-            y = self.linear1(y)
-            y = self.activation(y)
-            y = self.dropout2(y)
-            y = self.linear2(y)
-            y = x + y
-
-        else:
-            y = self.attention(x, x, x, mask)
-            y = self.dropout1(y)
-            x = self.ln1(x + y)
-
-            y = self.linear1(x)
-            y = self.activation(y)
-            y = self.dropout2(y)
-            y = self.linear2(y)
-            y = self.ln2(x + y)
-
-        return y
-
-
-class TransformerEncoder(Module):
-    def __init__(
-        self,
-        num_layers: int,
-        dims: int,
-        num_heads: int,
-        mlp_dims: Optional[int] = None,
-        dropout: float = 0.0,
-        activation=relu,
-        norm_first: bool = True,
-        checkpoint: bool = False,
-    ):
-        super().__init__()
-        self.layers = [
-            TransformerEncoderLayer(
-                dims, num_heads, mlp_dims, dropout, activation, norm_first
-            )
-            for i in range(num_layers)
-        ]
-        self.ln = LayerNorm(dims)
-        self.checkpoint = checkpoint
-
-    def __call__(self, x, mask):
-        for l in self.layers:
-            l = checkpoint(l) if self.checkpoint else l
-            x = l(x, mask)
-        return self.ln(x)
+        attend = lambda y: self.attention(y, y, y, mask)  # noqa: E731
+        x = _residual(x, attend, self.ln1, self.dropout1, self.norm_first)
+        mlp = _FeedForward(self, self.dropout2)
+        return _residual(x, mlp, self.ln2, self.dropout2, self.norm_first)
 
 
 class TransformerDecoderLayer(Module):
-    def __init__(
-        self,
-        dims: int,
-        num_heads: int,
-        mlp_dims: Optional[int] = None,
-        dropout: float = 0.0,
-        activation: Callable[[Any], Any] = relu,
-        norm_first: bool = True,
-    ):
+    """Masked self-attention, attention over the encoder's ``memory``, then a feed-forward
+    block, each residual and layer-normalised."""
+
+    def __init__(self, dims: int, num_heads: int, mlp_dims: Optional[int] = None,
+                 dropout: float = 0.0, activation: Callable[[Any], Any] = relu,
+                 norm_first: bool = True):
         super().__init__()
-        mlp_dims = mlp_dims or dims * 4
         self.self_attention = MultiHeadAttention(dims, num_heads)
         self.cross_attention = MultiHeadAttention(dims, num_heads)
-        self.ln1 = LayerNorm(dims)
-        self.ln2 = LayerNorm(dims)
-        self.ln3 = LayerNorm(dims)
-        self.linear1 = Linear(dims, mlp_dims)
-        self.linear2 = Linear(mlp_dims, dims)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
+        self.ln1, self.ln2, self.ln3 = LayerNorm(dims), LayerNorm(dims), LayerNorm(dims)
+        self.linear1 = Linear(dims, mlp_dims or 4 * dims)
+        self.linear2 = Linear(mlp_dims or 4 * dims, dims)
+        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
         self.dropout3 = Dropout(dropout)
-        self.activation = activation
-        self.norm_first = norm_first
+        self.activation, self.norm_first = activation, norm_first
 
     def __call__(self, x, memory, x_mask, memory_mask):
-        if self.norm_first:
-            y = self.ln1(x)
-            y = self.self_attention(y, y, y, x_mask)
-            y = self.dropout1(y)
-            x = x + y
-
-            y = self.ln2(x)
-            y = self.cross_attention(y, memory, memory, memory_mask)
-            y = self.dropout2(y)
-            x = x + y
-
-            y = self.ln3(x)
-            y = self.linear1(y)
-            y = self.activation(y)
-            y = self.dropout3(y)
-            y = self.linear2(y)
-            y = x + y
-
-        else:
-            y = self.self_attention(x, x, x, x_mask)
-            y = self.dropout1(y)
-            x = self.ln1(x + y)
-
-            y = self.cross_attention(x, memory, memory, memory_mask)
-            y = self.dropout2(y)
-            x = self.ln2(x + y)
-
-            y = self.linear1(x)
-            y = self.activation(y)
-            y = self.dropout3(y)
-            y = self.linear2(y)
-            y = self.ln3(x + y)
-
-        return y
+        own = lambda y: self.self_attention(y, y, y, x_mask)  # noqa: E731
+        x = _residual(x, own, self.ln1, self.dropout1, self.norm_first)
+        recall = lambda y: self.cross_attention(y, memory, memory, memory_mask)  # noqa: E731
+        x = _residual(x, recall, self.ln2, self.dropout2, self.norm_first)
+        mlp = _FeedForward(self, self.dropout3)
+        return _residual(x, mlp, self.ln3, self.dropout3, self.norm_first)
 
 
-class TransformerDecoder(Module):
-    def __init__(
-        self,
-        num_layers: int,
-        dims: int,
-        num_heads: int,
-        mlp_dims: Optional[int] = None,
-        dropout: float = 0.0,
-        activation=relu,
-        norm_first: bool = True,
-        checkpoint: bool = False,
-    ):
+class _Stack(Module):
+    """``num_layers`` layers applied in turn, then a final LayerNorm."""
+
+    def __init__(self, layer_type, num_layers, dims, num_heads, mlp_dims, dropout, activation,
+                 norm_first, checkpoint):
         super().__init__()
-        self.layers = [
-            TransformerDecoderLayer(
-                dims, num_heads, mlp_dims, dropout, activation, norm_first
-            )
-            for i in range(num_layers)
-        ]
+        self.layers = [layer_type(dims, num_heads, mlp_dims, dropout, activation, norm_first)
+                       for _ in range(num_layers)]
         self.ln = LayerNorm(dims)
         self.checkpoint = checkpoint
 
-    def __call__(self, x, memory, x_mask, memory_mask):
-        for l in self.layers:
-            l = checkpoint(l) if self.checkpoint else l
-            x = l(x, memory, x_mask, memory_mask)
+    def _run(self, x, *args):
+        for layer in self.layers:
+            call = _checkpoint(layer) if self.checkpoint else layer
+            x = call(x, *args)
         return self.ln(x)
 
 
+class TransformerEncoder(_Stack):
+    """``num_layers`` TransformerEncoderLayers and a final LayerNorm."""
+
+    def __init__(self, num_layers: int, dims: int, num_heads: int,
+                 mlp_dims: Optional[int] = None, dropout: float = 0.0, activation=relu,
+                 norm_first: bool = True, checkpoint: bool = False):
+        super().__init__(TransformerEncoderLayer, num_layers, dims, num_heads, mlp_dims,
+                         dropout, activation, norm_first, checkpoint)
+
+    def __call__(self, x, mask):
+        return self._run(x, mask)
+
+
+class TransformerDecoder(_Stack):
+    """``num_layers`` TransformerDecoderLayers and a final LayerNorm."""
+
+    def __init__(self, num_layers: int, dims: int, num_heads: int,
+                 mlp_dims: Optional[int] = None, dropout: float = 0.0, activation=relu,
+                 norm_first: bool = True, checkpoint: bool = False):
+        super().__init__(TransformerDecoderLayer, num_layers, dims, num_heads, mlp_dims,
+                         dropout, activation, norm_first, checkpoint)
+
+    def __call__(self, x, memory, x_mask, memory_mask):
+        return self._run(x, memory, x_mask, memory_mask)
+
+
 class Transformer(Module):
-    """
-    Implements a standard Transformer model.
+    """An encoder over ``src`` and a decoder over ``tgt`` attending to the encoder's output
+    (the architecture of "Attention Is All You Need"). ``custom_encoder`` and
+    ``custom_decoder`` replace the default stacks; they are called as
+    ``encoder(src, src_mask)`` and ``decoder(tgt, memory, tgt_mask, memory_mask)``."""
 
-    The implementation is based on `Attention Is All You Need
-    <https://arxiv.org/abs/1706.03762>`_.
-
-    The Transformer model contains an encoder and a decoder. The encoder
-    processes the input sequence and the decoder generates the output sequence.
-    The interaction between encoder and decoder happens through the attention
-    mechanism.
-
-    Args:
-        dims (int, optional): The number of expected features in the
-            encoder/decoder inputs. Default: ``512``.
-        num_heads (int, optional): The number of attention heads. Default:
-            ``8``.
-        num_encoder_layers (int, optional): The number of encoder layers in the
-            Transformer encoder. Default: ``6``.
-        num_decoder_layers (int, optional): The number of decoder layers in the
-            Transformer decoder. Default: ``6``.
-        mlp_dims (int, optional): The hidden dimension of the MLP block in each
-            Transformer layer. Defaults to ``4*dims`` if not provided. Default:
-            ``None``.
-        dropout (float, optional): The dropout value for the Transformer
-            encoder and decoder. Dropout is used after each attention layer and
-            the activation in the MLP layer. Default: ``0.0``.
-        activation (function, optional): the activation function for the MLP
-            hidden layer. Default: :func:`mlx.nn.relu`.
-        custom_encoder (nn.Module, optional): A custom encoder to replace the
-            standard Transformer encoder. Default: ``None``.
-        custom_decoder (nn.Module, optional): A custom decoder to replace the
-            standard Transformer decoder. Default: ``None``.
-        norm_first (bool, optional): if ``True``, encoder and decoder layers
-            will perform layer normalization before attention and MLP
-            operations, otherwise after. Default: ``True``.
-        checkpoint (bool, optional): if ``True`` perform gradient checkpointing
-            to reduce the memory usage at the expense of more computation.
-            Default: ``False``.
-    """
-
-    def __init__(
-        self,
-        dims: int = 512,
-        num_heads: int = 8,
-        num_encoder_layers: int = 6,
-        num_decoder_layers: int = 6,
-        mlp_dims: Optional[int] = None,
-        dropout: float = 0.0,
-        activation: Callable[[Any], Any] = relu,
-        custom_encoder: Optional[Any] = None,
-        custom_decoder: Optional[Any] = None,
-        norm_first: bool = True,
-        checkpoint: bool = False,
-    ):
+    def __init__(self, dims: int = 512, num_heads: int = 8, num_encoder_layers: int = 6,
+                 num_decoder_layers: int = 6, mlp_dims: Optional[int] = None,
+                 dropout: float = 0.0, activation: Callable[[Any], Any] = relu,
+                 custom_encoder: Optional[Any] = None, custom_decoder: Optional[Any] = None,
+                 norm_first: bool = True, checkpoint: bool = False):
         super().__init__()
-
-        if custom_encoder is not None:
-            self.encoder = custom_encoder
-        else:
-            self.encoder = TransformerEncoder(
-                num_encoder_layers,
-                dims,
-                num_heads,
-                mlp_dims,
-                dropout,
-                activation,
-                norm_first,
-                checkpoint,
-            )
-
-        if custom_decoder is not None:
-            self.decoder = custom_decoder
-        else:
-            self.decoder = TransformerDecoder(
-                num_decoder_layers,
-                dims,
-                num_heads,
-                mlp_dims,
-                dropout,
-                activation,
-                norm_first,
-                checkpoint,
-            )
+        shared = (dims, num_heads, mlp_dims, dropout, activation, norm_first, checkpoint)
+        self.encoder = (custom_encoder if custom_encoder is not None
+                        else TransformerEncoder(num_encoder_layers, *shared))
+        self.decoder = (custom_decoder if custom_decoder is not None
+                        else TransformerDecoder(num_decoder_layers, *shared))
 
     def __call__(self, src, tgt, src_mask, tgt_mask, memory_mask):
         memory = self.encoder(src, src_mask)
