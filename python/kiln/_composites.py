@@ -248,26 +248,39 @@ def arctanh(a, *, stream=None):
     return _k.multiply(_k.subtract(_k.log1p(a), _k.log1p(_k.negative(a))), 0.5, stream=stream)
 
 
+_ARCTAN_TERMS = 12  # t^1 .. t^23: past float64's precision once |t| <= tan(pi/16)
+
+
+def _arctan_series(t):
+    """arctan(t) = t - t^3/3 + t^5/5 - ..., in Horner form in t^2; for |t| <= 0.2."""
+    t2 = _k.multiply(t, t)
+    acc = None
+    for k in reversed(range(_ARCTAN_TERMS)):
+        coefficient = (-1.0) ** k / (2 * k + 1)
+        acc = coefficient if acc is None else _k.add(_k.multiply(acc, t2), coefficient)
+    return _k.multiply(acc, t)
+
+
+def _halve_angle(t):
+    """tan(theta / 2) from t = tan(theta): t / (1 + sqrt(1 + t^2)), exact in form for |t| <= 1
+    (no cancellation)."""
+    return _k.divide(t, _k.add(_k.sqrt(_k.add(_k.multiply(t, t), 1.0)), 1.0))
+
+
 def arctan(a, *, stream=None):
-    """Cephes' atanf: reduced to |x| <= tan(pi/8), then a degree-9 odd polynomial (float32
-    accuracy; float64 inputs get float32 accuracy too)."""
+    """Inverse tangent, built from +, *, / and sqrt: |a| > 1 is folded onto 1/a (arctan(a) =
+    +-pi/2 - arctan(1/a)), the angle is halved twice (to at most pi/16), and a short Taylor
+    series finishes it. The form is odd and smooth, so its gradient is 1 / (1 + a^2)
+    everywhere, 0 included."""
     a = _arr(a)
-    ax = _k.abs(a)
-    big = _k.greater(ax, 2.414213562373095)
-    mid = _k.logical_and(_k.greater(ax, 0.4142135623730950), _k.logical_not(big))
-    safe = _k.where(_k.equal(ax, 0), 1, ax)
-    # Small |x| keeps its sign (so the derivative at 0 is 1); the reduced ranges use |x| and
-    # take the sign back at the end.
-    x = _k.where(big, _k.divide(-1.0, safe), _k.where(mid, _k.divide(_k.subtract(ax, 1),
-                                                                     _k.add(ax, 1)), a))
-    y0 = _k.where(big, _math.pi / 2, _k.where(mid, _math.pi / 4, 0.0))
-    z = _k.multiply(x, x)
-    p = _k.add(_k.multiply(z, 8.05374449538e-2), -1.38776856032e-1)
-    p = _k.add(_k.multiply(p, z), 1.99777106478e-1)
-    p = _k.add(_k.multiply(p, z), -3.33329491539e-1)
-    r = _k.add(y0, _k.add(_k.multiply(_k.multiply(p, z), x), x))
-    r = _k.where(_k.logical_or(big, mid), _k.multiply(_k.sign(a), r), r, stream=stream)
-    return r.astype(a.dtype) if _is_float(a.dtype) else r
+    dtype = a.dtype if _is_float(a.dtype) else _k.float32
+    x = a.astype(_k.float64 if dtype == _k.float64 else _k.float32)
+    folded = _k.greater(_k.abs(x), 1.0)
+    # The unused branch divides by 1, not by x, so a zero x has no inf in its gradient.
+    t = _k.where(folded, _k.divide(1.0, _k.where(folded, x, 1.0)), x)
+    inner = _k.multiply(_arctan_series(_halve_angle(_halve_angle(t))), 4.0)
+    outer = _k.subtract(_k.multiply(_k.sign(x), _math.pi / 2), inner)
+    return _k.where(folded, outer, inner, stream=stream).astype(dtype)
 
 
 def arcsin(a, *, stream=None):
@@ -569,21 +582,19 @@ def kron(a, b, *, stream=None):
 
 
 def linspace(start, stop, num=50, endpoint=True, dtype=None, *, stream=None):
-    """``num`` values from ``start`` to ``stop`` (included with ``endpoint``), computed in
-    float32 as MLX does, so both ends are exactly the ones given."""
+    """``num`` evenly spaced values from ``start`` to ``stop`` (included with ``endpoint``).
+    Computed in float64 and rounded once to ``dtype`` (float32 by default; integer dtypes
+    truncate), with the last value set to ``stop`` itself so both ends are exact."""
     if num < 0:
         raise _k.Error(f"[linspace] number of samples, {num}, must be non-negative.")
     dtype = dtype or _k.float32
-    if num == 0:
-        return _k.zeros((0,), dtype)
-    if num == 1:
-        return _k.full((1,), start, _k.float32).astype(dtype)
-    div = num - 1 if endpoint else num
-    t = _k.divide(_k.arange(0, num, dtype=_k.float32), float(div))
-    t_bar = _k.divide(_k.arange(div, div - num, -1, dtype=_k.float32), float(div))
-    out = _k.add(_k.multiply(t_bar, _k.array(start, _k.float32)),
-                 _k.multiply(t, _k.array(stop, _k.float32)), stream=stream)
-    return out.astype(dtype)
+    intervals = (num - 1 if endpoint else num) or 1
+    step = (stop - start) / intervals
+    index = _k.arange(0, num, dtype=_k.float64)
+    values = _k.add(_k.multiply(index, step), float(start))
+    if endpoint and num > 1:
+        values = _k.where(_k.equal(index, num - 1), float(stop), values)
+    return values.astype(dtype)
 
 
 def meshgrid(*arrays, sparse=False, indexing="xy", stream=None):
@@ -655,30 +666,34 @@ def bartlett(M, *, stream=None):
         _k.subtract(_k.multiply(n, 2.0), d), float(d)))))
 
 
+_ERFINV_REFINEMENTS = 4  # Halley steps: the error cubes each time
+
+
+def _erfinv_guess(y):
+    """sign(y) sqrt(-log(1 - y^2)): 1 - erf(x)^2 behaves like exp(-x^2), so this lands
+    within 13% above the root for every |y| < 1 (the ratio tends to 2/sqrt(pi) at 0)."""
+    spread = _k.multiply(_k.subtract(1.0, y), _k.add(1.0, y))
+    return _k.multiply(_k.sign(y), _k.sqrt(_k.negative(_k.log(spread))))
+
+
 def erfinv(a, *, stream=None):
-    """The inverse of erf on (-1, 1) (+-inf at +-1, NaN outside): Giles' single-precision
-    approximation (M. Giles, "Approximating the erfinv function", 2010)."""
+    """The inverse of erf on (-1, 1) (+-inf at +-1, NaN outside). Halley's iteration on
+    erf(x) = a in float64, whose erf is exact to rounding, so the result holds float32
+    accuracy up to 1 - 2^-24: with f = erf(x) - a, f' = 2/sqrt(pi) exp(-x^2) and
+    f'' = -2x f', Halley's step is f / (f' + x f)."""
     a = _arr(a)
     dtype = a.dtype if _is_float(a.dtype) else _k.float32
-    x = a.astype(_k.float32)
-    inside = _k.less(_k.abs(x), 1)
-    xs = _k.where(inside, x, 0.0)
-    w = _k.negative(_k.log(_k.multiply(_k.subtract(1, xs), _k.add(1, xs))))
-    small = _k.less(w, 5.0)
-    ws = _k.subtract(_k.where(small, w, 5.0), 2.5)
-    p = 2.81022636e-08
-    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
-              -0.00417768164, 0.246640727, 1.50140941):
-        p = _k.add(c, _k.multiply(p, ws))
-    wl = _k.subtract(_k.sqrt(_k.where(small, 5.0, w)), 3.0)
-    q = -0.000200214257
-    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
-              0.00943887047, 1.00167406, 2.83297682):
-        q = _k.add(c, _k.multiply(q, wl))
-    r = _k.multiply(_k.where(small, p, q), xs)
-    edge = _k.where(_k.equal(_k.abs(x), 1), _k.multiply(_k.sign(x), float("inf")),
-                    float("nan"))
-    return _k.where(inside, r, edge, stream=stream).astype(dtype)
+    y = a.astype(_k.float64)
+    inside = _k.less(_k.abs(y), 1.0)
+    # Outside (-1, 1) iterate on 0 instead, so nothing there turns into NaN or inf.
+    safe = _k.where(inside, y, 0.0)
+    x = _erfinv_guess(safe)
+    for _ in range(_ERFINV_REFINEMENTS):
+        f = _k.subtract(_k.erf(x), safe)
+        slope = _k.multiply(_k.exp(_k.negative(_k.multiply(x, x))), 2.0 / _math.sqrt(_math.pi))
+        x = _k.subtract(x, _k.divide(f, _k.add(slope, _k.multiply(x, f))))
+    edge = _k.where(_k.equal(_k.abs(y), 1.0), _k.multiply(_k.sign(y), _math.inf), _math.nan)
+    return _k.where(inside, x, edge, stream=stream).astype(dtype)
 
 
 def median(a, axis=None, keepdims=False, *, stream=None):
