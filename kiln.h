@@ -9,6 +9,7 @@
 #include "compile/eval.h"
 #include "distributed/group.h"
 #include "distributed/ops.h"
+#include "executor/pending_work.h"
 #include "executor/profile.h"
 #include "graph/array.h"
 #include "graph/device.h"

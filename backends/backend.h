@@ -124,6 +124,10 @@ class Queue {
   virtual std::shared_ptr<Signal> create_signal() { return nullptr; }
   // True when enqueue_* complete the work before returning (host backends).
   virtual bool runs_inline() const = 0;
+  // Commands accepted but not yet given to the device, each with why it is held back (an
+  // OpenCL queue defers a call that may block behind a host wait; backends/opencl/host_gate.h).
+  // For pending_work(); thread-safe.
+  virtual std::vector<std::string> held() const { return {}; }
   // How many device-only submissions a caller may keep in flight on this queue before its next
   // one waits for the oldest (a driver whose per-command cost grows with its backlog), and how
   // many bytes of their outputs (a loop whose outputs in flight outgrow the device's cache reads

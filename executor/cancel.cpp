@@ -29,6 +29,12 @@ bool CancelToken::stop_requested(std::string* why) const {
   return true;
 }
 
+bool CancelToken::poll_and_check(std::string* why) {
+  std::string reason;
+  if (poll_ && !cancelled() && poll_(&reason)) cancel(reason);
+  return stop_requested(why);
+}
+
 CancelScope::CancelScope(std::shared_ptr<CancelToken> token)
     : previous_(std::exchange(current_token, std::move(token))) {}
 

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -26,6 +27,12 @@ class CancelToken {
   // Whether work should stop now (cancelled, or the deadline passed); `why` gets the reason.
   bool stop_requested(std::string* why = nullptr) const;
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  // A check the owner's waiting thread makes while it waits for work (the Python binding's:
+  // Ctrl-C): `poll` returns true, with the reason, to cancel. Only poll_and_check() calls it,
+  // and only from the thread whose CancelScope holds this token, never from a task boundary.
+  void set_poll(std::function<bool(std::string*)> poll) { poll_ = std::move(poll); }
+  // stop_requested(), after running the poll (a true poll cancels the token with its reason).
+  bool poll_and_check(std::string* why);
   bool deadline_passed() const { return deadline_ && Clock::now() >= *deadline_; }
   std::optional<Clock::time_point> deadline() const { return deadline_; }
 
@@ -34,6 +41,7 @@ class CancelToken {
   std::optional<Clock::time_point> deadline_;
   mutable std::mutex mu_;
   std::string reason_;
+  std::function<bool(std::string*)> poll_;
 };
 
 // RAII: work the calling thread starts while this lives observes `token`.

@@ -15,6 +15,7 @@
 #include "distributed/engine.h"
 #include "distributed/group.h"
 #include "executor/cancel.h"
+#include "executor/in_flight.h"
 #include "executor/inline_policy.h"
 #include "executor/lane_worker.h"
 #include "executor/lanes.h"
@@ -41,7 +42,40 @@ struct CallState {
   bool profiling = false;
   std::shared_ptr<CancelToken> cancel;  // the caller's (a job's), checked before every task
   std::vector<uint64_t> positions;      // per collective task: its place in its group's order
+  // pending_work(): the call's record while it runs, and each task's phase.
+  InFlightCall record;
+  bool registered = false;
+  std::unique_ptr<std::atomic<TaskPhase>[]> phases;
+  size_t phases_capacity = 0;
 };
+
+namespace {
+
+void mark(CallState& st, int t, TaskPhase p) { st.phases[t].store(p, std::memory_order_relaxed); }
+
+// Registers the call for pending_work() (and starts the watchdog with the first call).
+void register_call(CallState& st) {
+  size_t n = st.plan->tasks().size();
+  if (st.phases_capacity < n) {
+    st.phases = std::make_unique<std::atomic<TaskPhase>[]>(n);
+    st.phases_capacity = n;
+  }
+  for (size_t t = 0; t < n; ++t) st.phases[t].store(TaskPhase::Waiting, std::memory_order_relaxed);
+  st.record.plan = st.plan;
+  st.record.lanes = &st.lanes;
+  st.record.phases = st.phases.get();
+  start_watchdog();
+  call_started(st.record);
+  st.registered = true;
+}
+
+void unregister_call(CallState& st) {
+  if (!st.registered) return;
+  call_ended(st.record);
+  st.registered = false;
+}
+
+}  // namespace
 
 namespace {
 
@@ -138,7 +172,7 @@ void skip_collective(CallState& st, int t) {
 }
 
 // Starts task t. Returns an event for device work still in flight, or null when done.
-EventPtr start_task(CallState& st, int t) {
+EventPtr start_task_now(CallState& st, int t) {
   if (dependency_failed(st, t) || stopped(st, t)) {
     skip_collective(st, t);
     return nullptr;
@@ -196,16 +230,25 @@ EventPtr start_task(CallState& st, int t) {
   return nullptr;
 }
 
+EventPtr start_task(CallState& st, int t) {
+  mark(st, t, TaskPhase::Starting);
+  EventPtr ev = start_task_now(st, t);
+  mark(st, t, ev ? TaskPhase::Queued : TaskPhase::Done);
+  return ev;
+}
+
 // Runs task t to completion on the calling thread (the direct path).
 void run_task_blocking(CallState& st, int t) {
   int64_t t0 = st.profiling ? profile_now_ns() : 0;
   EventPtr ev = start_task(st, t);
   if (ev) {
+    BlockedScope blocked("a task", st.record.id);
     try {
       ev->wait();
     } catch (...) {
       record_error(st, t, std::current_exception());
     }
+    mark(st, t, TaskPhase::Done);
   }
   // A copy the binding turned into an alias did no work: not a profiled task.
   if (st.profiling && !st.aliased_copy[t]) record_profile(st, t, t0);
@@ -222,11 +265,13 @@ void run_in_order(CallState& st) {
   std::vector<int64_t> started(plan.tasks().size(), 0);
   auto wait_pending = [&] {
     for (auto& [t, ev] : pending) {
+      BlockedScope blocked("a task", st.record.id);
       try {
         ev->wait();
       } catch (...) {
         record_error(st, t, std::current_exception());
       }
+      mark(st, t, TaskPhase::Done);
       if (st.profiling) record_profile(st, t, started[t]);
     }
     pending.clear();
@@ -274,11 +319,13 @@ struct GraphInstance {
               // failure recorded by a predecessor, so a relaxed load is enough.
               if (is_host && !st.profiling && !st.cancel &&
                   !st.failed.load(std::memory_order_relaxed)) {
+                mark(st, t, TaskPhase::Starting);
                 try {
                   if (host) host();
                 } catch (...) {
                   record_error(st, t, std::current_exception());
                 }
+                mark(st, t, TaskPhase::Done);
                 return;
               }
               int64_t t0 = st.profiling ? profile_now_ns() : 0;
@@ -308,6 +355,7 @@ struct GraphInstance {
               int64_t t0 = ev.second;
               ev.first->on_complete([st, t, t0, &gw](std::exception_ptr e) {
                 if (e) record_error(*st, t, e);
+                mark(*st, t, TaskPhase::Done);
                 if (st->profiling) record_profile(*st, t, t0);
                 gw.try_put(flow::continue_msg());
                 gw.release_wait();
@@ -329,6 +377,7 @@ struct GraphInstance {
   void run(CallState& st) {
     state = &st;
     for (auto* r : roots) r->try_put(flow::continue_msg());
+    BlockedScope blocked("its call's flow graph", st.record.id);
     g.wait_for_all();
     state = nullptr;
   }
@@ -689,6 +738,11 @@ RunResult run_call(const Plan& plan, const Call& c,
   CallStateLease lease;
   CallState& st = *lease.st;
   setup_state(plan, c, st, inputs);
+  register_call(st);
+  struct Unregister {
+    CallState& st;
+    ~Unregister() { unregister_call(st); }
+  } unregister{st};
   const Binding& binding = *c.binding;
   OrderLocks locks(binding.distinct);
 
@@ -796,8 +850,11 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
 
   void wait() override {
     if (worker_) return worker_->wait(ticket_);
+    BlockedScope blocked("a call", call_id_);
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return finished_; });
+    wait_or_give_up(
+        lock, cv_, [&] { return finished_; },
+        [&] { return "call " + std::to_string(call_id_) + ": " + unfinished_tasks(call_id_); });
   }
 
   // Host lane: the whole plan runs as one job of the lane's worker. Returns whether the worker's
@@ -833,6 +890,8 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
     state_ = device_states().take();
     CallState& st = *state_;
     setup_state(plan_, call_, st, inputs);
+    register_call(st);
+    call_id_ = st.record.id;
     size_t n = plan_.tasks().size();
     std::vector<Lane*> device_lanes;
     for (Lane* l : call_.binding->distinct)
@@ -946,6 +1005,7 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
   // Undoes the submission's bookkeeping when it could not start.
   void abandon() {
     done_ = nullptr;
+    if (state_) unregister_call(*state_);
     state_.reset();
     finished_ = true;
     for (Lane* l : call_.binding->distinct) l->async_finished();
@@ -985,6 +1045,7 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
   void task_done(int t, std::exception_ptr e, bool record) {
     CallState& st = *state_;
     if (e) record_error(st, t, e);
+    mark(st, t, TaskPhase::Done);
     if (record && st.profiling && !st.aliased_copy[t]) record_profile(st, t, started_[t]);
     for (int s : plan_.successors(t))
       if (st.lanes[plan_.tasks()[s].lane]->inline_queue && deps_left_[s].fetch_sub(1) == 1)
@@ -1029,6 +1090,7 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
         for (int d : plan_.tasks()[t].deps)
           if (st.errors[d]) st.errors[t] = st.errors[d];
     RunResult r = collect(plan_, st);
+    unregister_call(st);
     device_states().give(std::move(state_));  // the call's buffers go back to their pools now
     complete(std::move(r));
   }
@@ -1078,6 +1140,7 @@ class AsyncRun : public Pending, public std::enable_shared_from_this<AsyncRun> {
   std::vector<std::exception_ptr> errors_;         // per plan output, once complete
   std::vector<std::function<void()>> on_finish_;   // when_finished's, until complete
   uint64_t ticket_ = 0;
+  uint64_t call_id_ = 0;  // pending_work()'s id of the device path's call
   std::mutex mu_;
   std::condition_variable cv_;
   bool finished_ = false;

@@ -1,5 +1,8 @@
 #include "executor/lane_worker.h"
 
+#include "executor/cancel.h"
+#include "executor/in_flight.h"
+
 #include <chrono>
 
 #include "graph/at_exit.h"
@@ -118,6 +121,21 @@ bool LaneWorker::take_and_run(std::unique_lock<std::mutex>& lock, bool worker) {
 
 void LaneWorker::wait(uint64_t ticket) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (finished_ >= ticket) return;
+  lock.unlock();
+  BlockedScope blocked("a call on a host stream's worker");
+  lock.lock();
+  if (current_cancel_token()) {
+    // A waiter that may give up does not run the lane's jobs itself: it could not leave one
+    // that does not return.
+    wait_or_give_up(
+        lock, cv_, [&] { return finished_ >= ticket; },
+        [&] {
+          return "its turn on a host stream's worker, behind " +
+                 std::to_string(ticket - finished_ - 1) + " earlier call(s) not finished";
+        });
+    return;
+  }
   while (finished_ < ticket)
     if (!take_and_run(lock, false)) cv_.wait(lock);
 }

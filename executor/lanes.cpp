@@ -122,6 +122,14 @@ static Lane& lane_for_slow(const Stream& s) {
   return ref;
 }
 
+std::vector<Lane*> all_lanes() {
+  Lanes& all = lanes();
+  std::lock_guard<std::mutex> lock(all.mu);
+  std::vector<Lane*> out;
+  for (auto& [stream, lane] : all.lanes) out.push_back(lane.get());
+  return out;
+}
+
 Stream resolve_lane(const LaneSpec& spec, const Stream& caller) {
   switch (spec.origin) {
     case StreamOrigin::Default:

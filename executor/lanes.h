@@ -54,6 +54,9 @@ struct Lane {
 // The lane of a stream, created on first use (raises kiln::Error for an unusable device).
 Lane& lane_for(const Stream& s);
 
+// Every lane made so far (lanes live for the process), for pending_work().
+std::vector<Lane*> all_lanes();
+
 // The stream a symbolic lane runs on for a caller whose current stream is `caller`.
 Stream resolve_lane(const LaneSpec& spec, const Stream& caller);
 

@@ -9,6 +9,7 @@
 
 #include "compile/eval.h"
 #include "executor/cancel.h"
+#include "executor/in_flight.h"
 #include "graph/device_hooks.h"
 #include "graph/error.h"
 
@@ -230,10 +231,19 @@ struct Scheduler::Core {
     std::lock_guard<std::mutex> jl(j.mu);
     if (!err) return j.end(JobStatus::Succeeded, nullptr, std::move(out));
     if (j.token->cancelled()) return j.end(JobStatus::Cancelled, err);
-    if (j.token->deadline_passed())
-      return j.end(JobStatus::DeadlineExceeded,
-                   std::make_exception_ptr(Error(
-                       j.label() + " missed its deadline: it passed while the job was running")));
+    if (j.token->deadline_passed()) {
+      std::string detail;  // what it was doing: a wait it gave up names its call's tasks
+      try {
+        std::rethrow_exception(err);
+      } catch (const std::exception& e) {
+        detail = std::string(" (") + e.what() + ")";
+      } catch (...) {
+      }
+      return j.end(
+          JobStatus::DeadlineExceeded,
+          std::make_exception_ptr(Error(
+              j.label() + " missed its deadline: it passed while the job was running" + detail)));
+    }
     j.end(JobStatus::Failed, err);
   }
 };
@@ -338,6 +348,7 @@ void not_own_job(const JobState& target) {
 void Job::wait() const {
   not_own_job(*s_);
   WaitFromJob from_job(*s_);
+  BlockedScope blocked("a job");
   std::unique_lock<std::mutex> lk(s_->mu);
   s_->cv.wait(lk, [&] { return s_->ended(); });
 }
@@ -349,6 +360,7 @@ bool Job::wait_until(Clock::time_point t) const {
   }
   not_own_job(*s_);
   WaitFromJob from_job(*s_);
+  BlockedScope blocked("a job");
   std::unique_lock<std::mutex> lk(s_->mu);
   return s_->cv.wait_until(lk, t, [&] { return s_->ended(); });
 }

@@ -21,6 +21,8 @@
 #include <ctime>
 #include <sstream>
 
+#include "executor/cancel.h"
+#include "executor/stream_hold.h"
 #include "kiln.h"
 #include "tools/bench/peers.h"
 #include "tools/bench/report.h"
@@ -242,9 +244,43 @@ std::string for_this_task(std::string path) {
 
 // `kiln run ART -i x.npy ... -o out.npy ...`: placements kept, everything else on --device.
 // Under a launcher every rank runs the artifact (its collectives join the world group).
+int run_artifact(const std::string& path, const std::vector<std::string>& ins,
+                 const std::vector<std::string>& outs, const std::string& dev,
+                 const std::string& trace, const std::vector<std::string>& remaps);
+
+// --timeout: the run gives up waiting when it passes, says what it waited for and exits 124
+// (as timeout(1) does) at once, without the exit's wait for device queues (a stuck queue would
+// hold that wait too). KILN_TEST_HOLD_STREAM=1 holds the run's stream on purpose (tests only).
 int cmd_run(const std::string& path, const std::vector<std::string>& ins,
             const std::vector<std::string>& outs, const std::string& dev, const std::string& trace,
-            const std::vector<std::string>& remaps) {
+            const std::vector<std::string>& remaps, double timeout) {
+  using namespace kiln;
+  if (timeout < 0)
+    throw Error("kiln run: --timeout is seconds >= 0 (0: none), got a negative value");
+  std::shared_ptr<CancelToken> token;
+  if (timeout > 0)
+    token = std::make_shared<CancelToken>(std::chrono::steady_clock::now() +
+                                          std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::duration<double>(timeout)));
+  std::unique_ptr<StreamHold> hold;
+  if (const char* h = std::getenv("KILN_TEST_HOLD_STREAM"); h && std::string(h) == "1")
+    hold =
+        std::make_unique<StreamHold>(dev.empty() ? current_stream() : default_stream(device(dev)));
+  try {
+    CancelScope scope(token);
+    return run_artifact(path, ins, outs, dev, trace, remaps);
+  } catch (const Error& e) {
+    if (!token || !token->deadline_passed()) throw;
+    std::fprintf(stderr, "kiln run: --timeout %g s passed: %s\n", timeout, e.what());
+    std::fflush(stderr);
+    std::fflush(stdout);
+    std::_Exit(124);
+  }
+}
+
+int run_artifact(const std::string& path, const std::vector<std::string>& ins,
+                 const std::vector<std::string>& outs, const std::string& dev,
+                 const std::string& trace, const std::vector<std::string>& remaps) {
   using namespace kiln;
   DeviceMap remap;
   for (const std::string& m : remaps) {
@@ -277,6 +313,8 @@ int cmd_run(const std::string& path, const std::vector<std::string>& ins,
       continue;
     }
     save_npy(for_this_task(outs[i]), results[i]);
+    std::printf("wrote %s: %s %s\n", for_this_task(outs[i]).c_str(),
+                results[i].dtype().name().c_str(), to_string(results[i].shape()).c_str());
   }
   if (prof) {
     prof->write_chrome_trace(trace);
@@ -465,6 +503,9 @@ int run_command(int argc, const char* const* argv, const CommandDefaults& defaul
   run->add_option("--device", run_device, "the device for work not placed by the artifact");
   run->add_option("--profile", run_trace, "write a Chrome trace of the tasks run");
   run->add_option("--remap", run_remap, "FROM=TO: run the artifact's FROM work on TO");
+  double run_timeout = 0;
+  run->add_option("--timeout", run_timeout,
+                  "seconds; past them the run gives up waiting, says for what, and exits 124");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -486,7 +527,8 @@ int run_command(int argc, const char* const* argv, const CommandDefaults& defaul
     if (*bench) return cmd_bench(ba);
     if (*tune) return cmd_tune(tune_show);
     if (*inspect) return cmd_inspect(art, dot);
-    if (*run) return cmd_run(run_art, run_in, run_out, run_device, run_trace, run_remap);
+    if (*run)
+      return cmd_run(run_art, run_in, run_out, run_device, run_trace, run_remap, run_timeout);
   } catch (const kiln::Error& e) {
     std::cerr << "kiln: " << e.what() << "\n";
     return 1;

@@ -118,6 +118,21 @@ std::string matmul_libraries() {
 #endif
 }
 
+namespace {
+
+bool uses_clblast(const ClDevice& dev, const MatmulArgs& a) {
+#ifdef KILN_HAVE_CLBLAST
+  return a.k > 0 && (a.dtype == float32 || (a.dtype == float64 && dev.fp64));
+#else
+  (void)dev, (void)a;
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool matmul_may_block(const ClDevice& dev, const MatmulArgs& a) { return uses_clblast(dev, a); }
+
 cl_event enqueue_matmul(ClDevice& dev, ClPool& pool, cl_command_queue q, const MatmulArgs& a,
                         std::vector<std::shared_ptr<void>>& keep) {
   size_t batches = a.c_offsets.size();
@@ -132,7 +147,7 @@ cl_event enqueue_matmul(ClDevice& dev, ClPool& pool, cl_command_queue q, const M
       &C->cl_device() != &dev)
     throw_error("opencl: matmul operands must be buffers on ", dev.label());
 #ifdef KILN_HAVE_CLBLAST
-  if (a.k > 0 && (a.dtype == float32 || (a.dtype == float64 && dev.fp64))) {
+  if (uses_clblast(dev, a)) {
     return a.dtype == float32 ? clblast_gemm<float>(q, a, A->mem(), B->mem(), C->mem())
                               : clblast_gemm<double>(q, a, A->mem(), B->mem(), C->mem());
   }

@@ -18,6 +18,11 @@ namespace kiln::opencl {
 // What `kiln devices` says about matmul on opencl.
 std::string matmul_libraries();
 
+// Whether enqueue_matmul may block the calling thread: CLBlast's batched GEMM writes its
+// per-batch arguments with blocking transfers on `q`, which wait for every command before them
+// (host_gate.h keeps such a call from waiting for host work). The plain kernel never blocks.
+bool matmul_may_block(const ClDevice& dev, const MatmulArgs& a);
+
 // Enqueues the matmul on `q`; returns its event (null when there is nothing to do). `keep`
 // receives what must live until it completes.
 cl_event enqueue_matmul(ClDevice& dev, ClPool& pool, cl_command_queue q, const MatmulArgs& a,

@@ -17,7 +17,9 @@
 #include "backends/opencl/codegen.h"
 #include "backends/opencl/completion_poller.h"
 #include "backends/opencl/device.h"
+#include "backends/opencl/events.h"
 #include "backends/opencl/gather.h"
+#include "backends/opencl/host_gate.h"
 #include "backends/opencl/matmul.h"
 #include "backends/opencl/memory.h"
 #include "backends/opencl/program_cache.h"
@@ -36,93 +38,6 @@ namespace opencl {
 namespace {
 
 std::atomic<int64_t> g_built{0}, g_from_disk{0}, g_memory_hits{0};
-
-std::exception_ptr error_ptr(const std::string& what) {
-  try {
-    throw_error(what);
-  } catch (...) {
-    return std::current_exception();
-  }
-  return nullptr;
-}
-
-// Completion of enqueued OpenCL work. Holds what the work uses (scratch buffers, host staging)
-// until it completes.
-class ClEvent : public Event, public std::enable_shared_from_this<ClEvent> {
- public:
-  // `poll`: completion found by completion_poller (GPU devices) instead of the driver's callback.
-  ClEvent(cl_event e, std::string what, std::vector<std::shared_ptr<void>> keep, bool poll)
-      : ev_(e), what_(std::move(what)), keep_(std::move(keep)), poll_(poll) {}
-  ~ClEvent() override { clReleaseEvent(ev_); }
-
-  void on_complete(std::function<void(std::exception_ptr)> f) override {
-    if (poll_) {
-      watch_completion(ev_, [f = std::move(f), self = shared_from_this()](cl_int status) {
-        f(status < 0 ? self->failure(status) : nullptr);
-      });
-      return;
-    }
-    auto ctx = std::make_unique<Callback>(Callback{std::move(f), shared_from_this()});
-    cl_int err = clSetEventCallback(ev_, CL_COMPLETE, &ClEvent::callback, ctx.get());
-    if (err != CL_SUCCESS) {
-      ctx->f(error_ptr("opencl: clSetEventCallback failed: " + cl_error_name(err)));
-      return;
-    }
-    (void)ctx.release();  // owned by the callback from now on
-  }
-
-  cl_event handle() const { return ev_; }
-
-  void wait() override {
-    cl_int err = clWaitForEvents(1, &ev_);
-    cl_int status = CL_COMPLETE;
-    clGetEventInfo(ev_, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
-    if (err != CL_SUCCESS || status < 0) std::rethrow_exception(failure(status < 0 ? status : err));
-  }
-
- private:
-  struct Callback {
-    std::function<void(std::exception_ptr)> f;
-    std::shared_ptr<ClEvent> self;
-  };
-  static void CL_CALLBACK callback(cl_event, cl_int status, void* user) {
-    std::unique_ptr<Callback> ctx(static_cast<Callback*>(user));
-    ctx->f(status < 0 ? ctx->self->failure(status) : nullptr);
-  }
-  std::exception_ptr failure(cl_int status) const {
-    return error_ptr("opencl: " + what_ + " failed on the device: " + cl_error_name(status));
-  }
-
-  cl_event ev_;
-  std::string what_;
-  std::vector<std::shared_ptr<void>> keep_;
-  bool poll_ = false;
-};
-
-// A user event: device commands wait for it in their wait lists until the executor completes
-// it from the host (a cpu task finished). Dropped uncompleted, it fails, releasing its waiters.
-class ClSignal : public Signal {
- public:
-  explicit ClSignal(cl_context ctx) {
-    cl_int err = CL_SUCCESS;
-    cl_event e = clCreateUserEvent(ctx, &err);
-    cl_check(err, "clCreateUserEvent");
-    event_ = std::make_shared<ClEvent>(e, "a cpu task the device waited for",
-                                       std::vector<std::shared_ptr<void>>{}, false);
-  }
-  ~ClSignal() override {
-    if (!done_.exchange(true)) clSetUserEventStatus(event_->handle(), -1);
-  }
-  EventPtr event() override { return event_; }
-  void complete(std::exception_ptr error) override {
-    if (done_.exchange(true)) return;
-    clSetUserEventStatus(event_->handle(), error ? -1 : CL_COMPLETE);
-  }
-
- private:
-  std::shared_ptr<ClEvent> event_;
-  std::atomic<bool> done_{false};
-};
 
 // One entry point of a built program. cl_kernel argument state is shared, so setting arguments
 // and enqueueing happen under `mu`.
@@ -300,7 +215,12 @@ class ClQueue : public Queue {
     clReleaseCommandQueue(q_);
   }
 
+  // Every command goes through the gate (host_gate.h), which issues it now or, behind a host
+  // wait that a blocking call must not sit behind, later in order.
   EventPtr enqueue_kernel(const CompiledKernel& ck, const KernelArgs& args) override {
+    return gate_->submit(false, "kernel", [this, &ck, args] { return kernel(ck, args); });
+  }
+  EventPtr kernel(const CompiledKernel& ck, const KernelArgs& args) {
     auto& k = static_cast<const ClKernel&>(ck);
     if (k.dev != &dev_)
       throw_error("opencl: kernel ", k.ir.name, " was compiled for ", k.dev->label(),
@@ -336,6 +256,15 @@ class ClQueue : public Queue {
     if (bytes == 0) return nullptr;
     auto* s = dynamic_cast<ClBuffer*>(&src);
     auto* d = dynamic_cast<ClBuffer*>(&dst);
+    // Between devices the copy reads the other device's buffer with a blocking read.
+    bool blocks = !(s && d && &s->cl_device() == &d->cl_device()) && !(d && src.host_ptr()) &&
+                  !(s && dst.host_ptr());
+    return gate_->submit(blocks, "copy",
+                         [this, &src, &dst, bytes] { return copy(src, dst, bytes); });
+  }
+  EventPtr copy(Buffer& src, Buffer& dst, size_t bytes) {
+    auto* s = dynamic_cast<ClBuffer*>(&src);
+    auto* d = dynamic_cast<ClBuffer*>(&dst);
     cl_event ev = nullptr;
     if (s && d && &s->cl_device() == &d->cl_device()) {
       cl_check(clEnqueueCopyBuffer(q_, s->mem(), d->mem(), 0, 0, bytes, 0, nullptr, &ev),
@@ -364,6 +293,9 @@ class ClQueue : public Queue {
   // sort.h, scan.h); scatter_add of a dtype without atomics here runs Kernel IR reductions
   // (backends/native_kernels.h).
   EventPtr enqueue_native(const NativeArgs& a) override {
+    return gate_->submit(false, native_name(a), [this, a] { return native(a); });
+  }
+  EventPtr native(const NativeArgs& a) {
     if (a.op == Op::Scan) return scan(a);
     if (a.op == Op::ScatterAdd && opencl::has_scatter_add_kernel(dev_, a.dtype)) return scatter(a);
     if (a.op == Op::Sort || a.op == Op::Argsort) return enqueue_sort(a);
@@ -385,14 +317,22 @@ class ClQueue : public Queue {
     return submitted(ev, native_name(a), std::move(keep));
   }
   EventPtr enqueue_matmul(const MatmulArgs& a) override {
+    return gate_->submit(opencl::matmul_may_block(dev_, a), "matmul",
+                         [this, a] { return matmul(a); });
+  }
+  EventPtr matmul(const MatmulArgs& a) {
     std::vector<std::shared_ptr<void>> keep;
     cl_event ev = opencl::enqueue_matmul(dev_, *pool_, q_, a, keep);
     if (!ev) return nullptr;
     return submitted(ev, "matmul", std::move(keep));
   }
 
-  void finish() override { cl_check(clFinish(q_), "clFinish"); }
+  void finish() override {
+    gate_->wait_idle();
+    cl_check(clFinish(q_), "clFinish");
+  }
   bool runs_inline() const override { return false; }
+  std::vector<std::string> held() const override { return gate_->deferred(); }
   size_t calls_ahead() const override { return calls_ahead_; }
   size_t bytes_ahead() const override { return bytes_ahead_; }
   bool waits_on_device() const override { return true; }
@@ -413,9 +353,13 @@ class ClQueue : public Queue {
       list.push_back(ce->handle());
     }
     if (list.empty()) return true;
-    cl_check(
-        clEnqueueBarrierWithWaitList(q_, static_cast<cl_uint>(list.size()), list.data(), nullptr),
-        "clEnqueueBarrierWithWaitList");
+    gate_->submit(false, "wait", [this, list, events] {
+      cl_check(
+          clEnqueueBarrierWithWaitList(q_, static_cast<cl_uint>(list.size()), list.data(), nullptr),
+          "clEnqueueBarrierWithWaitList");
+      return EventPtr{};
+    });
+    gate_->note_waits(list);
     return true;
   }
 
@@ -456,6 +400,7 @@ class ClQueue : public Queue {
   Backend& backend_;  // immortal (the registry's), for the kernels of native primitives
   int device_;
   cl_command_queue q_ = nullptr;
+  std::shared_ptr<HostGate> gate_ = std::make_shared<HostGate>(dev_.context, !dev_.cpu);
   size_t calls_ahead_ = calls_ahead_limit();
   size_t bytes_ahead_ = bytes_ahead_limit(dev_);
 };

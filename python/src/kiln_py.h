@@ -46,5 +46,6 @@ void init_random(nb::module_& m);
 void init_io(nb::module_& m);
 void init_memory(nb::module_& m);  // memory.cpp: the cpu buffer pool's counters
 void init_distributed(nb::module_& m);
+void init_pending_work(nb::module_& m);  // pending_work.cpp
 
 }  // namespace kiln::py

@@ -47,4 +47,5 @@ NB_MODULE(_kiln, m) {
   init_io(m);
   init_memory(m);
   init_distributed(m);
+  init_pending_work(m);
 }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "executor/cancel.h"
+#include "executor/in_flight.h"
 #include "graph/array_node.h"
 #include "numpy_bridge.h"
 
@@ -205,10 +206,21 @@ void wait_for(const std::vector<Array>& arrays) {
   for (const Array& a : arrays) all = all && a.is_evaluated();
   if (!all) {
     auto token = std::make_shared<CancelToken>();
-    {
+    // Ctrl-C while Kiln waits inside async_eval (for work in flight an input needs): the wait
+    // polls this on this thread, which gives up and raises (the pending KeyboardInterrupt).
+    token->set_poll([](std::string* why) {
+      nb::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() == 0) return false;
+      *why = "interrupted (KeyboardInterrupt)";
+      return true;
+    });
+    try {
       nb::gil_scoped_release release;
       CancelScope scope(token);
       async_eval(arrays);
+    } catch (const Error&) {
+      if (token->cancelled() && PyErr_Occurred()) throw nb::python_error();
+      throw;
     }
     // Poll so that Ctrl-C (delivered to the main thread as a pending signal) is seen while the
     // work runs: first by yielding for up to 200 µs (small work finishes within that, and a
@@ -224,17 +236,14 @@ void wait_for(const std::vector<Array>& arrays) {
       while (!ready() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
     }
     auto pause = std::chrono::microseconds(50);
+    BlockedScope blocked("arrays evaluated for Python");
     for (;;) {
       if (ready()) break;
       if (PyErr_CheckSignals() != 0) {
+        // Tasks not started stop at their boundary; the caller gets KeyboardInterrupt at once,
+        // without waiting for work already on a device (it may be what is stuck). The arrays
+        // stay in flight and hold their buffers until that work ends.
         token->cancel("interrupted (KeyboardInterrupt)");
-        {
-          nb::gil_scoped_release release;
-          try {
-            eval(arrays);
-          } catch (const Error&) {
-          }
-        }
         throw nb::python_error();
       }
       {
