@@ -16,6 +16,9 @@ struct DeviceInfo {
   std::string reason;  // why not available
 };
 
+// "opencl:0 available PoCL 3.1 ...", or "vulkan:0 missing <why>": a line of `kiln devices`.
+std::ostream& operator<<(std::ostream& os, const DeviceInfo& d);
+
 // Every known backend's devices, available or not, with the reason when not.
 std::vector<DeviceInfo> devices();
 

@@ -158,6 +158,11 @@ void check_device_hook(const Device& d) { backend_for(d); }
 
 }  // namespace
 
+std::ostream& operator<<(std::ostream& os, const DeviceInfo& d) {
+  return os << d.device.str() << " " << (d.available ? "available " : "missing ")
+            << (d.available ? d.description : d.reason);
+}
+
 std::vector<DeviceInfo> devices() {
   std::vector<DeviceInfo> out;
   for (Entry* e : registry().all()) {

@@ -28,7 +28,8 @@ class CompiledFunction {
  public:
   // Runs the function: from the cache, or tracing it first for a new input signature. Called
   // while another compiled function is being traced, it inlines into that trace so the outer
-  // compile optimises across it. Blocks until the outputs are computed.
+  // compile optimises across it. Returns once the work is submitted: the outputs are lazy
+  // arrays computed asynchronously, and reading one (item, to_vector, eval) waits for it.
   std::vector<Array> operator()(const std::vector<Array>& args) const;
 
   // How many times the function has been traced (each trace runs the user function once).

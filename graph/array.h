@@ -41,6 +41,10 @@ class Array {
   template <typename T>
   std::vector<T> to_vector() const;
 
+  // As NumPy and MLX print it: "array([[1, 2],\n       [3, 4]], dtype=int32)" (evaluates it;
+  // past 1000 elements each axis shows its first and last three entries).
+  std::string str() const;
+
   // Identity: a number unique to the node (stable ordering and names), and node equality.
   uint64_t id() const;
   bool same(const Array& o) const { return node_ == o.node_; }
@@ -51,5 +55,7 @@ class Array {
  private:
   std::shared_ptr<ArrayNode> node_;
 };
+
+std::ostream& operator<<(std::ostream& os, const Array& a);  // a.str()
 
 }  // namespace kiln

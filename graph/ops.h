@@ -114,6 +114,15 @@ Array mean(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {
 // Index of the first maximum along `axis` (int64); without an axis, over the flattened array.
 Array argmax(const Array& a, bool keepdims = false, StreamOrDevice s = {});
 Array argmax(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+// Whether any / every element along `axes` (all when none) is nonzero: bool.
+Array any(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array any(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+          StreamOrDevice s = {});
+Array any(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+Array all(const Array& a, bool keepdims = false, StreamOrDevice s = {});
+Array all(const Array& a, const std::vector<int>& axes, bool keepdims = false,
+          StreamOrDevice s = {});
+Array all(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
 
 // ---- shape ----
 Array reshape(const Array& a, Shape shape, StreamOrDevice s = {});  // one extent may be -1
@@ -164,13 +173,19 @@ Array clip(const Array& a, const Array& low, const Array& high, StreamOrDevice s
 Array clip(const Array& a, double low, double high, StreamOrDevice s = {});
 Array sign(const Array& a, StreamOrDevice s = {});   // -1, 0 or 1 (NaN stays NaN)
 Array round(const Array& a, StreamOrDevice s = {});  // to nearest, ties to even (as NumPy)
-// Variance and standard deviation over `axes` (all when empty), dividing by count - ddof.
+// Variance and standard deviation over `axes` (all when empty or none), dividing by
+// count - ddof; an int axis, a list of axes or none, as every reduction takes them.
 // Call it kiln::std where `using namespace kiln` makes a bare `std` ambiguous.
-Array var(const Array& a, const std::vector<int>& axes = {}, bool keepdims = false, int ddof = 0,
+Array var(const Array& a, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
+Array var(const Array& a, const std::vector<int>& axes, bool keepdims = false, int ddof = 0,
           StreamOrDevice s = {});
-Array std(const Array& a, const std::vector<int>& axes = {}, bool keepdims = false, int ddof = 0,
+Array var(const Array& a, int axis, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
+Array std(const Array& a, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
+Array std(const Array& a, const std::vector<int>& axes, bool keepdims = false, int ddof = 0,
           StreamOrDevice s = {});
-// Index of the first minimum along `axis` (int64).
+Array std(const Array& a, int axis, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
+// Index of the first minimum along `axis` (int64); without an axis, over the flattened array.
+Array argmin(const Array& a, bool keepdims = false, StreamOrDevice s = {});
 Array argmin(const Array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
 // Scans along `axis` (MLX's names and arguments): `reverse` runs from the end, `inclusive`
 // counts element i's own value at i (exclusive: the identity at the first place). cumsum and

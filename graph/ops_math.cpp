@@ -135,6 +135,69 @@ Array std(const Array& a, const std::vector<int>& axes, bool keepdims, int ddof,
   return sqrt(var(a, axes, keepdims, ddof, s), s);
 }
 
+Array var(const Array& a, bool keepdims, int ddof, StreamOrDevice s) {
+  return var(a, std::vector<int>{}, keepdims, ddof, s);
+}
+Array var(const Array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
+  return var(a, std::vector<int>{axis}, keepdims, ddof, s);
+}
+Array std(const Array& a, bool keepdims, int ddof, StreamOrDevice s) {
+  return std(a, std::vector<int>{}, keepdims, ddof, s);
+}
+Array std(const Array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
+  return std(a, std::vector<int>{axis}, keepdims, ddof, s);
+}
+
+namespace {
+
+// any and all count the (non)zero elements: max and min have no identity for an empty axis,
+// where any is false and all is true (as NumPy).
+template <typename Sum>
+Array count_any(const Array& a, Sum reduce, StreamOrDevice s) {
+  Array c = reduce(astype(astype(a, bool_, s), int64, s));
+  return not_equal(c, array(int64_t{0}, s), s);
+}
+template <typename Sum>
+Array count_all(const Array& a, Sum reduce, StreamOrDevice s) {
+  Array c = reduce(astype(logical_not(astype(a, bool_, s), s), int64, s));
+  return equal(c, array(int64_t{0}, s), s);
+}
+
+}  // namespace
+
+Array any(const Array& a, bool keepdims, StreamOrDevice s) {
+  return count_any(
+      a, [&](const Array& x) { return sum(x, keepdims, s); }, s);
+}
+Array any(const Array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  return count_any(
+      a, [&](const Array& x) { return sum(x, axes, keepdims, s); }, s);
+}
+Array any(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return count_any(
+      a, [&](const Array& x) { return sum(x, axis, keepdims, s); }, s);
+}
+Array all(const Array& a, bool keepdims, StreamOrDevice s) {
+  return count_all(
+      a, [&](const Array& x) { return sum(x, keepdims, s); }, s);
+}
+Array all(const Array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  return count_all(
+      a, [&](const Array& x) { return sum(x, axes, keepdims, s); }, s);
+}
+Array all(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return count_all(
+      a, [&](const Array& x) { return sum(x, axis, keepdims, s); }, s);
+}
+
+Array argmin(const Array& a, bool keepdims, StreamOrDevice s) {
+  Array r = argmin(flatten(a, 0, -1, s), 0, false, s);
+  if (!keepdims) return r;
+  std::vector<int> axes(a.ndim());
+  std::iota(axes.begin(), axes.end(), 0);
+  return expand_dims(r, axes, s);
+}
+
 Array argmin(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
   int ax = normalize_axis(axis, a.ndim(), "argmin");
   // The first place holding the minimum: exact for every dtype (negating would overflow the

@@ -60,6 +60,14 @@ Array Linear::operator()(const Array& x) const {
                 params_.contains("bias") ? std::optional<Array>(params_["bias"]) : std::nullopt);
 }
 
+MLP::MLP(const std::vector<int64_t>& dims, Array (*activation)(const Array&, StreamOrDevice),
+         std::optional<random::Key> key, Dtype dtype)
+    : MLP(dims,
+          activation ? std::function<Array(const Array&)>(
+                           [activation](const Array& x) { return activation(x, {}); })
+                     : nullptr,
+          key, dtype) {}
+
 MLP::MLP(const std::vector<int64_t>& dims, std::function<Array(const Array&)> activation,
          std::optional<random::Key> key, Dtype dtype)
     : layers_(dims.size() < 2 ? 0 : dims.size() - 1), activation_(std::move(activation)) {

@@ -60,6 +60,10 @@ class MLP : public Module {
  public:
   MLP(const std::vector<int64_t>& dims, std::function<Array(const Array&)> activation,
       std::optional<random::Key> key = {}, Dtype dtype = float32);
+  // An op of ops.h as the activation, named alone (MLP(dims, tanh)): its stream argument
+  // made the name match no std::function, and <cmath>'s tanh made it ambiguous.
+  MLP(const std::vector<int64_t>& dims, Array (*activation)(const Array&, StreamOrDevice),
+      std::optional<random::Key> key = {}, Dtype dtype = float32);
   Array operator()(const Array& x) const override;
 
  private:

@@ -387,8 +387,11 @@ const std::vector<Array>& Job::outputs() const {
   } catch (...) {
     why = "a non-standard exception";
   }
-  throw Error(s_->label() + " has no outputs: it " + job_status_name(s_->status) + " (" + why +
-              ")");
+  const char* what = s_->status == JobStatus::Cancelled          ? "was cancelled"
+                     : s_->status == JobStatus::DeadlineExceeded ? "missed its deadline"
+                     : s_->status == JobStatus::Failed           ? "failed"
+                                                                 : job_status_name(s_->status);
+  throw Error(s_->label() + " has no outputs: it " + what + " (" + why + ")");
 }
 
 bool Job::cancel() const {
