@@ -251,15 +251,24 @@ TEST(NoHang, ProducerConsumerMatrix) {
   for (Consumer op : kConsumers) want.push_back(expected(op, in));
   auto t0 = std::chrono::steady_clock::now();
   int ran = 0;
+  std::array<double, kPaths.size()> path_s{};
+  std::array<int, kPaths.size()> path_n{};
   for (size_t i = 0; i < cells.size(); ++i) {
     if (!chosen(i)) continue;
+    auto c0 = std::chrono::steady_clock::now();
     expect_cell(cells[i], in, want[static_cast<size_t>(cells[i].consumer)]);
+    auto p = static_cast<size_t>(cells[i].path);
+    path_s[p] += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+    path_n[p]++;
     ++ran;
     if (HasFatalFailure()) return;
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("NoHang matrix: %d of %zu cells (%zu devices) in %.1f s\n", ran, cells.size(),
               devs.size(), s);
+  for (size_t p = 0; p < kPaths.size(); ++p)
+    std::printf("  %-22s %4d cells, %.2f ms each\n", name(kPaths[p]), path_n[p],
+                path_n[p] ? 1e3 * path_s[p] / path_n[p] : 0.0);
 }
 
 // A call held on purpose on each device: pending_work() names its stream and task, says where
