@@ -2,6 +2,8 @@
 
 A tree is nested lists, tuples and dicts (kiln.nn.Module is a dict); everything else is a leaf.
 kiln.nn and kiln.optimizers walk parameters, gradients and optimizer state with these.
+Also save_checkpoint / load_checkpoint (kiln/_checkpoint.py): a training run's state in one
+``.safetensors`` file per rank.
 """
 
 from collections.abc import Callable
@@ -140,3 +142,7 @@ def tree_merge(tree_a, tree_b, merge_fn=None):
         raise Error(f"tree_merge: both trees have a value here ({type(tree_a).__name__} and "
                     f"{type(tree_b).__name__}); pass merge_fn to combine them")
     return merge_fn(tree_a, tree_b)
+
+
+# Checkpoints of a training run (model, optimizer state, random key, step): kiln/_checkpoint.py.
+from ._checkpoint import checkpoint_file, load_checkpoint, save_checkpoint  # noqa: E402,F401
