@@ -1,6 +1,7 @@
 #include "compile/aot.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -35,8 +36,110 @@ std::string lane_text(const LaneSpec& l) {
   return "?";
 }
 
-// The simplified graph, one node per line in dependency order: `%3 = add(%1, %2) : float32[4]`,
-// with `@ device (placement)` or `@ stream (explicit)` where the user pinned the node.
+template <typename T>
+std::string tuple_str(const std::vector<T>& v) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << ")";
+  return os.str();
+}
+
+// A constant's values on one line, row-major (the type after the colon gives the shape): a
+// scalar alone, else "[a, b, c]", past 6 values the first and last three around "..." (NumPy's
+// edge items), floats to 6 digits as Array::str() prints them. The artifact holds the exact bytes.
+std::string values_text(const Array& a) {
+  constexpr int64_t kEdge = 3;
+  int64_t n = a.size();
+  std::vector<double> f;
+  std::vector<int64_t> i;
+  std::vector<uint64_t> u;
+  if (a.dtype().is_float())
+    f = a.to_vector<double>();
+  else if (!a.dtype().is_unsigned())
+    i = a.to_vector<int64_t>();
+  else
+    u = a.to_vector<uint64_t>();
+  // An ostringstream, not string appends: GCC 12 reports a false -Wstringop-overflow for those.
+  std::ostringstream os;
+  auto element = [&](int64_t k) {
+    if (a.dtype() == bool_) {
+      os << (i[k] ? "true" : "false");
+    } else if (!f.empty()) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.6g", f[k]);
+      os << buf;
+    } else if (!u.empty()) {
+      os << u[k];
+    } else {
+      os << i[k];
+    }
+  };
+  if (a.ndim() == 0) {
+    element(0);
+    return os.str();
+  }
+  os << "[";
+  for (int64_t k = 0; k < n; ++k) {
+    if (n > 2 * kEdge && k == kEdge) {
+      os << "..., ";
+      k = n - kEdge;
+    }
+    element(k);
+    if (k + 1 < n) os << ", ";
+  }
+  os << "]";
+  return os.str();
+}
+
+// A fill value as the constants print theirs: floats to 6 digits (Scalar::str() gives 17).
+std::string scalar_text(const Scalar& v) {
+  if (!v.dtype.is_float()) return v.str();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v.f);
+  return buf;
+}
+
+// What a node's params add to its operands: reduction axes, permutations, the axis a native
+// primitive or concatenate works along, slice bounds, fill values. Without them the graph does
+// not say what it computes (sum(%2) over which axes?).
+std::string attributes_text(const ArrayNode& n) {
+  const Params& p = n.params;
+  std::ostringstream os;
+  switch (n.op) {
+    case Op::Reduce:
+    case Op::Count:
+      os << " axes=" << tuple_str(p.axes);
+      if (n.op == Op::Reduce && p.keepdims) os << " keepdims";
+      break;
+    case Op::Transpose: os << " perm=" << tuple_str(p.axes); break;
+    case Op::Concatenate:
+    case Op::Sort:
+    case Op::Argsort:
+    case Op::Scan:
+    case Op::Gather:
+    case Op::ScatterAdd:
+      if (!p.axes.empty()) os << " axis=" << p.axes[0];
+      if ((n.op == Op::Sort || n.op == Op::Argsort) && p.descending) os << " descending";
+      if (n.op == Op::Scan && p.reverse) os << " reverse";
+      if (n.op == Op::Scan && !p.inclusive) os << " exclusive";
+      break;
+    case Op::Slice:
+      os << " start=" << tuple_str(p.start) << " stop=" << tuple_str(p.stop)
+         << " step=" << tuple_str(p.step);
+      break;
+    case Op::Full: os << " value=" << scalar_text(p.value); break;
+    case Op::Arange:
+      os << " start=" << scalar_text(p.value) << " step=" << scalar_text(p.step_value);
+      break;
+    default: break;
+  }
+  return os.str();
+}
+
+// The simplified graph, one node per line in dependency order: `%3 = add(%1, %2) : float32(4,)`,
+// `%4 = sum(%3) axes=(0) : float32()`, `%1 = constant [1, 2] : float32(2,)`, with
+// `@ device (placement)` or `@ stream (explicit)` where the user pinned the node.
 std::string graph_text(const Entry& e) {
   std::unordered_map<const ArrayNode*, int> name;
   std::unordered_map<const ArrayNode*, int> arg;
@@ -53,12 +156,12 @@ std::string graph_text(const Entry& e) {
     if (auto it = arg.find(&n); it != arg.end())
       os << "arg " << it->second;
     else if (leaf(n))
-      os << "constant";
+      os << "constant" << (n.data ? " " : "") << (n.data ? values_text(a) : "");
     else {
       os << primitive_name(n.op, n.params) << "(";
       for (size_t i = 0; i < n.inputs.size(); ++i)
         os << (i ? ", " : "") << "%" << name.at(n.inputs[i].node().get());
-      os << ")";
+      os << ")" << attributes_text(n);
     }
     os << " : " << type_str(n.dtype, n.shape);
     if (n.stream.origin == StreamOrigin::Placement)

@@ -87,9 +87,9 @@ class Executable {
 
 class Lowered {
  public:
-  // Stable, human-readable text: signature, graph after passes (with placements), the plan
-  // (lanes, slots, tasks), each task's device, and every kernel's Kernel IR. DESIGN.md has the
-  // grammar.
+  // Stable, human-readable text: signature, graph after passes (with placements, constants'
+  // values and each node's axes and other params), the plan (lanes, slots, tasks), each task's
+  // device, and every kernel's Kernel IR. DESIGN.md has the grammar.
   std::string as_text() const;
   CostAnalysis cost_analysis() const;
   // Builds every kernel for its lane's device (lanes that follow the caller resolve against the

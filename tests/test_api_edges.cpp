@@ -70,3 +70,23 @@ TEST(ApiEdges, AJobsErrorReadsAsASentence) {
   test::expect_error([&] { j.outputs(); },
                      {"job 'late'", "has no outputs: it missed its deadline"});
 }
+
+// as_text() printed `constant` with no value and `sum(%0)` with no axes, so the graph could
+// not be read as the computation it is.
+TEST(ApiEdges, LoweredTextShowsConstantsAndReductionAxes) {
+  Array w = array(std::vector<float>{0.5f, 1, 2}, {3});
+  Array big = arange(0, 12, 1, float32);
+  CompiledFunction f = compile([w, big](const std::vector<Array>& in) {
+    Array scaled = in[0] * w;                           // a captured constant
+    Array r = sum(scaled, 1, true);                     // axis 1, kept
+    Array m = max(in[0], 0);                            // axis 0, dropped
+    Array t = transpose(in[0] + reshape(big, {4, 3}));  // more values than the text shows
+    return std::vector<Array>{r, m, t};
+  });
+  std::string text = f.lower({ones({4, 3})}).as_text();
+  std::string graph = text.substr(0, text.find("plan:"));
+  for (const char* part : {"constant [0.5, 1, 2] : float32(3,)", "sum(%",
+                           ") axes=(1) keepdims : ", "max(%0) axes=(0) : float32(3,)",
+                           "constant [0, 1, 2, ..., 9, 10, 11]", ") perm=(1, 0) : float32(3, 4)"})
+    EXPECT_NE(graph.find(part), std::string::npos) << "missing '" << part << "' in\n" << graph;
+}
