@@ -322,6 +322,30 @@ std::vector<Array> Executable::operator()(const std::vector<Array>& args) const 
   bool any_shape = s.shapeless && s.impl;  // a loaded artifact runs the shapes it was saved for
   if (args.size() != s.dtypes.size())
     throw_error("Executable: takes ", s.dtypes.size(), " arguments, got ", args.size());
+  // A loaded artifact holds one lowering: its buffer sizes and launch values are those of the
+  // shapes it was saved with, and lowering for others needs the traced graph, which it does not
+  // carry. Arguments of the right dtypes at other shapes raise naming both signatures, saying
+  // so outright when the function was shapeless (its text still reads "signature shapeless").
+  if (!s.impl) {
+    bool dtypes = true, shapes = true;
+    for (size_t i = 0; i < args.size(); ++i) {
+      dtypes = dtypes && args[i].dtype() == s.dtypes[i];
+      shapes = shapes && args[i].shape() == s.shapes[i];
+    }
+    if (dtypes && !shapes) {
+      std::ostringstream given, saved;  // not string +: GCC 12's false -Wstringop-overflow
+      for (size_t i = 0; i < args.size(); ++i) {
+        given << (i ? ", " : "") << type_str(args[i].dtype(), args[i].shape());
+        saved << (i ? ", " : "") << type_str(s.dtypes[i], s.shapes[i]);
+      }
+      throw_error("Executable: called with ", given.str(), "; this artifact runs only ",
+                  saved.str(),
+                  s.shapeless ? ", the shapes its shapeless function was lowered for (an "
+                                "artifact holds one lowering, not the traced graph)"
+                              : ", the shapes it was lowered for",
+                  "; lower the function at these shapes and save it again");
+    }
+  }
   for (size_t i = 0; i < args.size(); ++i) {
     bool same = args[i].dtype() == s.dtypes[i] &&
                 (any_shape ? args[i].ndim() == static_cast<int>(s.shapes[i].size())

@@ -59,7 +59,9 @@ using DeviceMap = std::map<std::string, std::string>;
 class Executable {
  public:
   // Runs with arguments of the lowered signature (same count and dtypes; same shapes, or same
-  // ranks for a shapeless function); other arguments raise kiln::Error. Captured `inputs` and
+  // ranks for a shapeless function); other arguments raise kiln::Error. One loaded from an
+  // artifact runs only the shapes it was saved with, shapeless or not (the artifact holds one
+  // lowering); other shapes raise naming them and the saved ones. Captured `inputs` and
   // `outputs` state is read and written as by a direct call.
   std::vector<Array> operator()(const std::vector<Array>& args) const;
   std::string as_text() const;

@@ -375,3 +375,26 @@ TEST(Devices, ScalarsMadeForADeviceFeedItsCompiledKernels) {
     EXPECT_NEAR(f({v, v})[0].to_vector<float>()[1], std::exp(-2.0f) + 2.0f, 1e-6) << d;
   }
 }
+
+// An artifact holds the one lowering it was saved with, even of a shapeless function (the plan's
+// buffer sizes and launch values are those shapes'; re-lowering needs the traced graph, which
+// the artifact does not carry): other shapes raise naming both, where before the error named
+// one argument and did not say the function was shapeless.
+TEST(Artifact, ShapelessFunctionRunsOnlyItsSavedShapesAndSaysSo) {
+  CompiledFunction f = compile(
+      [](const std::vector<Array>& in) { return std::vector<Array>{sum(exp(in[0]), -1) + in[1]}; },
+      {.shapeless = true});
+  Array x = random::normal({4, 8}, float32, random::key(5)), b = ones({4});
+  Executable e = f.lower({x, b}).compile();
+  Array x6 = random::normal({6, 8}, float32, random::key(6)), b6 = ones({6});
+  EXPECT_EQ(e({x6, b6})[0].shape(), (Shape{6}));  // in this process: any shape of those ranks
+  Executable back = Executable::from_artifact(e.artifact());
+  EXPECT_EQ(back({x, b})[0].to_vector<float>(), e({x, b})[0].to_vector<float>());
+  expect_error(
+      [&] {
+        back({x6, b6});
+      },
+      {"shapeless", "float32(4, 8), float32(4,)", "float32(6, 8), float32(6,)", "save it again"});
+  // A wrong rank or dtype on a loaded artifact still says which argument.
+  expect_error([&] { back({x, astype(b, float64)}); }, {"argument 1", "float64"});
+}
