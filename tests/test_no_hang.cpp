@@ -323,7 +323,10 @@ TEST(PendingWork, ChildHeldCall) {
     StreamScope s(st);
     return sum(x + 1.0f).item<float>();
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // From when the call waits (its kernels may take seconds to build under a sanitizer): the
+  // watchdog's first report comes a second later.
+  for (int i = 0; i < 12000 && pending_work().threads.empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   if (std::string(mode) == "sigquit") kill(getpid(), SIGQUIT);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   hold.reset();
@@ -366,11 +369,15 @@ TEST(GiveUp, AJobStuckOnAHeldStreamEndsAtItsDeadlineOrCancel) {
     for (bool cancel : {false, true}) {
       SCOPED_TRACE(d + (cancel ? ", cancelled" : ", deadline"));
       Stream st = new_stream(device(d));
+      {
+        StreamScope s(st);
+        eval(f({x}));  // kernels built: the job's call reaches its wait well before the deadline
+      }
       auto hold = std::make_unique<StreamHold>(st);
       JobOptions o;
       o.stream = st;
       o.name = "stuck";
-      if (!cancel) o.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+      if (!cancel) o.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
       Job job = sched.submit(f, {x}, o);
       if (cancel) {
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
