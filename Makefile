@@ -43,8 +43,9 @@ ASAN_ENV = KILN_TEST_LONG=1 KILN_TEST_DEVICE_SWEEP=sample \
 TSAN_CMAKE_FLAGS = $(SAN_CMAKE_FLAGS) -DKILN_WITH_OPENCL=OFF -DKILN_WITH_VULKAN=OFF
 # Tests that run work on several threads or streams at once: std::thread, Meeting, ManyThreads,
 # streams, TBB-parallel cpu launches and matmul tiles, concurrent JIT compiles, the disk cache's
-# background writer. `make tsan TSAN_TESTS=.` runs every test.
-TSAN_TESTS ?= ^(Async|Jobs|Streams|Executor|Placement|Profile|KernelCache|CompiledMemory|DiskCache|BufferPool|CpuMatmul)\.|Thread|Concurren|Parallel|^Compile\.(StreamChange|ExplicitStreams|PlacementAround)|^CpuBackend\.(LargeLaunches|LargeReductions|FullReductionsSplit)|^NativeOps\.CpuScanSplits
+# background writer; the no-hang matrix, pending_work and giving up waits (cpu and reference
+# here). `make tsan TSAN_TESTS=.` runs every test.
+TSAN_TESTS ?= ^(Async|Jobs|Streams|Executor|Placement|Profile|KernelCache|CompiledMemory|DiskCache|BufferPool|CpuMatmul|NoHang|PendingWork|GiveUp)\.|Thread|Concurren|Parallel|^Compile\.(StreamChange|ExplicitStreams|PlacementAround)|^CpuBackend\.(LargeLaunches|LargeReductions|FullReductionsSplit)|^NativeOps\.CpuScanSplits
 TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tools/tsan.supp
 FUZZ_SECONDS ?= 60
 

@@ -163,7 +163,10 @@ void LaneWorker::loop() {
     if (stop_ && queue_.empty() && !busy_) return;
     if (cv_.wait_for(lock, std::chrono::seconds(2)) == std::cv_status::timeout && queue_.empty() &&
         !busy_ && !stop_) {
+      // Detached, not left for the next submit to join: a lane lives for the process, and a
+      // finished thread nobody joins is a leak at exit (TSan reports it).
       exited_ = true;
+      thread_.detach();
       return;
     }
   }

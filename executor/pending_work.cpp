@@ -119,6 +119,7 @@ void call_ended(InFlightCall& c) {
 
 BlockedScope::BlockedScope(const char* w, uint64_t c)
     : what(w), call(c), start_ns(profile_now_ns()), tid(static_cast<int>(gettid())) {
+  start_watchdog();  // a thread may block before any call has started (behind a host lane's job)
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   link(r.blocked, *this);
