@@ -218,11 +218,16 @@ class MpiTransport : public Transport {
                         &beat_sends_[q]),
               "MPI_Isend");
     }
+    take_beats();
+  }
+
+  // Receives every heartbeat that has arrived, noting when each peer was last heard from.
+  void take_beats() {
     for (;;) {
       int found = 0;
       MPI_Status st;
       check(MPI_Iprobe(MPI_ANY_SOURCE, kBeatTag, beat_comm_, &found, &st), "MPI_Iprobe");
-      if (!found) break;
+      if (!found) return;
       char b = 0;
       check(MPI_Recv(&b, 1, MPI_CHAR, st.MPI_SOURCE, kBeatTag, beat_comm_, MPI_STATUS_IGNORE),
             "MPI_Recv");
@@ -262,15 +267,7 @@ class MpiTransport : public Transport {
     check(
         MPI_Waitall(static_cast<int>(beat_sends_.size()), beat_sends_.data(), MPI_STATUSES_IGNORE),
         "MPI_Waitall");
-    for (;;) {
-      int found = 0;
-      MPI_Status st;
-      check(MPI_Iprobe(MPI_ANY_SOURCE, kBeatTag, beat_comm_, &found, &st), "MPI_Iprobe");
-      if (!found) break;
-      char b = 0;
-      check(MPI_Recv(&b, 1, MPI_CHAR, st.MPI_SOURCE, kBeatTag, beat_comm_, MPI_STATUS_IGNORE),
-            "MPI_Recv");
-    }
+    take_beats();
     return true;
   }
 

@@ -150,44 +150,42 @@ Array std(const Array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
 
 namespace {
 
-// any and all count the (non)zero elements: max and min have no identity for an empty axis,
-// where any is false and all is true (as NumPy).
+// any and all count the elements that decide them (nonzero ones for any, zero ones for all):
+// max and min have no identity for an empty axis, where any is false and all is true (NumPy).
+// `reduce` sums over the caller's axes.
 template <typename Sum>
-Array count_any(const Array& a, Sum reduce, StreamOrDevice s) {
-  Array c = reduce(astype(astype(a, bool_, s), int64, s));
-  return not_equal(c, array(int64_t{0}, s), s);
-}
-template <typename Sum>
-Array count_all(const Array& a, Sum reduce, StreamOrDevice s) {
-  Array c = reduce(astype(logical_not(astype(a, bool_, s), s), int64, s));
-  return equal(c, array(int64_t{0}, s), s);
+Array count_decides(const Array& a, bool all, Sum reduce, StreamOrDevice s) {
+  Array flags = astype(a, bool_, s);
+  Array c = reduce(astype(all ? logical_not(flags, s) : flags, int64, s));
+  Array zero = array(int64_t{0}, s);
+  return all ? equal(c, zero, s) : not_equal(c, zero, s);
 }
 
 }  // namespace
 
 Array any(const Array& a, bool keepdims, StreamOrDevice s) {
-  return count_any(
-      a, [&](const Array& x) { return sum(x, keepdims, s); }, s);
+  return count_decides(
+      a, false, [&](const Array& x) { return sum(x, keepdims, s); }, s);
 }
 Array any(const Array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  return count_any(
-      a, [&](const Array& x) { return sum(x, axes, keepdims, s); }, s);
+  return count_decides(
+      a, false, [&](const Array& x) { return sum(x, axes, keepdims, s); }, s);
 }
 Array any(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
-  return count_any(
-      a, [&](const Array& x) { return sum(x, axis, keepdims, s); }, s);
+  return count_decides(
+      a, false, [&](const Array& x) { return sum(x, axis, keepdims, s); }, s);
 }
 Array all(const Array& a, bool keepdims, StreamOrDevice s) {
-  return count_all(
-      a, [&](const Array& x) { return sum(x, keepdims, s); }, s);
+  return count_decides(
+      a, true, [&](const Array& x) { return sum(x, keepdims, s); }, s);
 }
 Array all(const Array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  return count_all(
-      a, [&](const Array& x) { return sum(x, axes, keepdims, s); }, s);
+  return count_decides(
+      a, true, [&](const Array& x) { return sum(x, axes, keepdims, s); }, s);
 }
 Array all(const Array& a, int axis, bool keepdims, StreamOrDevice s) {
-  return count_all(
-      a, [&](const Array& x) { return sum(x, axis, keepdims, s); }, s);
+  return count_decides(
+      a, true, [&](const Array& x) { return sum(x, axis, keepdims, s); }, s);
 }
 
 Array argmin(const Array& a, bool keepdims, StreamOrDevice s) {
